@@ -1,0 +1,95 @@
+import { test, expect } from "@playwright/test";
+import { signIn, seedRuns, waitForHydration } from "./helpers";
+
+test.describe.configure({ mode: "serial" });
+
+test.beforeAll(async ({ playwright, baseURL }) => {
+  const request = await playwright.request.newContext({ baseURL });
+  const runs = [];
+  for (let i = 0; i < 60; i++) runs.push({ type: "etl.nightly", tenant: `tenant-${i % 4}` });
+  runs.push({ type: "report", tenant: "acme" }, { type: "report", tenant: "globex" });
+  await seedRuns(request, baseURL!, runs);
+  await request.dispose();
+});
+
+for (const role of ["reader", "operator", "admin"]) {
+  test(`${role} signs in and sees runs`, async ({ page }) => {
+    await signIn(page, role);
+    await expect(page.getByTestId("viewer-role")).toHaveText(role);
+    await expect(page.getByTestId("run-row").first()).toBeVisible();
+    await expect(page.getByTestId("run-row")).toHaveCount(50);
+  });
+}
+
+test("filters and paging update the list and the URL without a reload", async ({ page }) => {
+  await signIn(page, "reader");
+  // A value on window survives client-side navigation but not a full page load.
+  await page.evaluate(() => ((window as any).__noReload = true));
+
+  await page.getByTestId("type-filter").selectOption("report");
+  await expect(page).toHaveURL(/\/runs\?type=report$/);
+  await expect(page.getByTestId("run-row")).toHaveCount(2);
+  await expect(page.getByTestId("run-type")).toHaveText(["report", "report"]);
+
+  await page.getByTestId("status-failed").click();
+  await expect(page).toHaveURL(/type=report&status=failed/);
+  await expect(page.getByTestId("empty-state")).toContainText("No runs match these filters");
+
+  await page.getByTestId("status-all").click();
+  await page.getByTestId("type-filter").selectOption("");
+  await expect(page).toHaveURL(/\/runs$/);
+  await expect(page.getByTestId("run-row")).toHaveCount(50);
+  await page.getByTestId("next-page").click();
+  await expect(page).toHaveURL(/after=/);
+  await expect(page.getByTestId("run-row")).toHaveCount(12);
+  await page.getByTestId("first-page").click();
+  await expect(page.getByTestId("run-row")).toHaveCount(50);
+
+  expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
+});
+
+test("a deep link renders its filters on the server", async ({ page }) => {
+  await signIn(page, "reader");
+  await page.goto("/runs?type=report&status=queued");
+  await waitForHydration(page);
+  await expect(page.getByTestId("run-row")).toHaveCount(2);
+  await expect(page.getByTestId("status-queued")).toHaveAttribute("aria-current", "true");
+});
+
+test("a wrong password is refused without saying whether the user exists", async ({ page }) => {
+  await page.goto("/login");
+  await page.getByLabel("Username").fill("reader");
+  await page.getByLabel("Password").fill("definitely-wrong");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page).toHaveURL(/\/login\?error=invalid/);
+  await expect(page.getByTestId("login-error")).toHaveText("Invalid username or password.");
+  await page.goto("/runs");
+  await expect(page).toHaveURL(/\/login/);
+});
+
+test("sign out ends the session", async ({ page }) => {
+  await signIn(page, "operator");
+  await page.getByTestId("logout").click();
+  await expect(page).toHaveURL(/\/login$/);
+  await page.goto("/runs");
+  await expect(page).toHaveURL(/\/login\?next=/);
+  const api = await page.request.get("/api/v1/runs");
+  expect(api.status()).toBe(401);
+});
+
+test("screenshot of the Runs page for the README", async ({ page }) => {
+  await page.setViewportSize({ width: 1280, height: 760 });
+  await signIn(page, "admin");
+  await expect(page.getByTestId("run-row").first()).toBeVisible();
+  await page.screenshot({ path: "../docs/runs-page.png" });
+});
+
+test("a filter that matches nothing offers a way back", async ({ page }) => {
+  // A type no run has shows the filtered empty state, with a way back.
+  await signIn(page, "admin");
+  await page.goto("/runs?type=nothing-like-this");
+  await waitForHydration(page);
+  await expect(page.getByTestId("empty-state")).toBeVisible();
+  await page.getByRole("link", { name: "Clear filters" }).click();
+  await expect(page.getByTestId("run-row").first()).toBeVisible();
+});

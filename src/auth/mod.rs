@@ -1,0 +1,10 @@
+//! Authentication: password hashes, API token secrets, sessions and login throttling.
+//! Permission checks themselves live in the service layer (`crate::service`).
+
+pub mod password;
+pub mod session_store;
+pub mod throttle;
+pub mod token;
+
+/// Session key under which the signed-in user's id is kept.
+pub const SESSION_USER_KEY: &str = "user_id";

@@ -1,0 +1,181 @@
+//! The `herald` command line.
+
+use std::io::Read;
+
+use anyhow::Context;
+use app::dto::Role;
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::auth::password::generate_password;
+use crate::config::{LogFormat, Settings, SettingsArgs};
+use crate::server;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "herald",
+    version,
+    about = "Durable side-effect engine with an operator console"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve the console, the JSON API and the workers
+    Serve {
+        #[command(flatten)]
+        settings: SettingsArgs,
+    },
+    /// Apply pending database migrations, then exit
+    Migrate {
+        #[command(flatten)]
+        settings: SettingsArgs,
+    },
+    /// Manage console users
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+    /// Manage API tokens for scripts
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum UserCommand {
+    /// Add a user; prints a generated password unless --password-stdin is given
+    Add {
+        /// The sign-in name
+        username: String,
+        #[arg(long, value_enum)]
+        role: CliRole,
+        /// Read the password from standard input instead of generating one
+        #[arg(long)]
+        password_stdin: bool,
+        #[command(flatten)]
+        settings: SettingsArgs,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCommand {
+    /// Create an API token; the secret is printed once
+    Create {
+        /// A name that says who or what uses the token
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_enum)]
+        role: CliRole,
+        #[command(flatten)]
+        settings: SettingsArgs,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum CliRole {
+    Reader,
+    Operator,
+    Admin,
+}
+
+impl From<CliRole> for Role {
+    fn from(role: CliRole) -> Role {
+        match role {
+            CliRole::Reader => Role::Reader,
+            CliRole::Operator => Role::Operator,
+            CliRole::Admin => Role::Admin,
+        }
+    }
+}
+
+pub fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,tower_http=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve { settings } => {
+            let settings = Settings::resolve(&settings)?;
+            init_tracing(settings.log_format);
+            server::serve(settings).await
+        }
+        Command::Migrate { settings } => {
+            let settings = Settings::resolve(&settings)?;
+            init_tracing(settings.log_format);
+            let store = server::open_store(&settings).await?;
+            println!("Database migrated ({}).", store.engine().name());
+            store.close().await;
+            Ok(())
+        }
+        Command::User {
+            command:
+                UserCommand::Add {
+                    username,
+                    role,
+                    password_stdin,
+                    settings,
+                },
+        } => {
+            let settings = Settings::resolve(&settings)?;
+            init_tracing(settings.log_format);
+            let (password, generated) = if password_stdin {
+                let mut input = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut input)
+                    .context("cannot read the password from standard input")?;
+                (input.trim_end_matches(['\r', '\n']).to_string(), false)
+            } else {
+                (generate_password(), true)
+            };
+            let store = server::open_store(&settings).await?;
+            let accounts = server::account_service(&store, &settings);
+            let user = accounts
+                .add_user(None, &username, &password, role.into())
+                .await?;
+            println!(
+                "Created user {:?} with role {}.",
+                user.username,
+                user.role.as_str()
+            );
+            if generated {
+                println!("password: {password}\nThis password is shown only once.");
+            }
+            store.close().await;
+            Ok(())
+        }
+        Command::Token {
+            command:
+                TokenCommand::Create {
+                    name,
+                    role,
+                    settings,
+                },
+        } => {
+            let settings = Settings::resolve(&settings)?;
+            init_tracing(settings.log_format);
+            let store = server::open_store(&settings).await?;
+            let accounts = server::account_service(&store, &settings);
+            let token = accounts.create_token(None, &name, role.into()).await?;
+            println!(
+                "Created API token {:?} with role {}. Send it as `Authorization: Bearer <token>`:\n{}\nThis token is shown only once.",
+                token.name,
+                token.role.as_str(),
+                token.secret
+            );
+            store.close().await;
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The JSON API, version 1.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+
+use app::dto::{RunPage, RunQuery, RunStatus};
+
+use super::error::ApiError;
+use super::extract::{ApiJson, ApiQuery, MaybeViewer};
+use super::AppState;
+use crate::service::runs::{CreateRun, RunDetail};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/runs", get(list_runs).post(create_run))
+        .route("/runs/{id}", get(get_run))
+        .fallback(|| async {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such API endpoint")
+        })
+}
+
+async fn create_run(
+    State(state): State<AppState>,
+    MaybeViewer(viewer): MaybeViewer,
+    ApiJson(body): ApiJson<CreateRun>,
+) -> Result<(StatusCode, Json<RunDetail>), ApiError> {
+    let run = state.runs.create(viewer.as_ref(), body).await?;
+    Ok((StatusCode::CREATED, Json(run)))
+}
+
+async fn get_run(
+    State(state): State<AppState>,
+    MaybeViewer(viewer): MaybeViewer,
+    Path(id): Path<String>,
+) -> Result<Json<RunDetail>, ApiError> {
+    Ok(Json(state.runs.get(viewer.as_ref(), &id).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    #[serde(rename = "type")]
+    run_type: Option<String>,
+    status: Option<String>,
+    after: Option<String>,
+    limit: Option<u32>,
+}
+
+async fn list_runs(
+    State(state): State<AppState>,
+    MaybeViewer(viewer): MaybeViewer,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<RunPage>, ApiError> {
+    let status = match params.status.as_deref() {
+        None | Some("") => None,
+        Some(value) => Some(RunStatus::parse(value).ok_or_else(|| {
+            let known: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+            ApiError::invalid(
+                "status",
+                format!(
+                    "status: unknown status {value:?}; expected one of {}",
+                    known.join(", ")
+                ),
+            )
+        })?),
+    };
+    if let Some(limit) = params.limit {
+        if limit == 0 || limit > RunQuery::MAX_LIMIT {
+            return Err(ApiError::invalid(
+                "limit",
+                format!("limit: must be 1 to {}", RunQuery::MAX_LIMIT),
+            ));
+        }
+    }
+    let query = RunQuery {
+        run_type: params.run_type,
+        status,
+        after: params.after,
+        limit: params.limit,
+    };
+    Ok(Json(state.runs.list(viewer.as_ref(), query).await?))
+}

@@ -1,0 +1,95 @@
+//! How errors become HTTP responses: client errors carry a message that says what is
+//! wrong; internal errors are logged and answered with a bare 500.
+
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use crate::service::ServiceError;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub field: Option<&'static str>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            field: Some(field),
+            ..ApiError::new(StatusCode::BAD_REQUEST, "invalid", message)
+        }
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(err: ServiceError) -> Self {
+        let message = err.to_string();
+        match err {
+            ServiceError::Unauthenticated => {
+                ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+            }
+            ServiceError::Forbidden(_) => {
+                ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+            }
+            ServiceError::Invalid { field, message } => {
+                ApiError::invalid(field, format!("{field}: {message}"))
+            }
+            ServiceError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", message),
+            ServiceError::Conflict(_) => ApiError::new(StatusCode::CONFLICT, "conflict", message),
+            ServiceError::Throttled => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "throttled", message)
+            }
+            ServiceError::BadCredentials => {
+                ApiError::new(StatusCode::UNAUTHORIZED, "bad_credentials", message)
+            }
+            ServiceError::Internal(detail) => {
+                tracing::error!(error = %detail, "internal error");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "internal error",
+                )
+            }
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        let status = match &rejection {
+            // A well-formed body with the wrong shape is still the client's bad request.
+            JsonRejection::JsonDataError(_) => StatusCode::BAD_REQUEST,
+            other => other.status(),
+        };
+        let code = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+            _ => "malformed_json",
+        };
+        ApiError::new(status, code, rejection.body_text())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({ "error": self.code, "message": self.message });
+        if let Some(field) = self.field {
+            body["field"] = json!(field);
+        }
+        (self.status, Json(body)).into_response()
+    }
+}

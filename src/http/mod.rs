@@ -1,0 +1,96 @@
+//! HTTP: the console (Leptos SSR + server functions), the JSON API, sign-in,
+//! health probes, and the layers around them.
+
+mod api;
+mod auth;
+mod error;
+mod extract;
+mod health;
+
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::http::StatusCode;
+use axum::response::Redirect;
+use axum::routing::{get, post};
+use axum::{middleware, Router};
+use leptos::prelude::*;
+use leptos_axum::{generate_route_list, LeptosRoutes};
+use tower_http::services::ServeDir;
+use tower_http::trace::TraceLayer;
+use tower_sessions::cookie::SameSite;
+use tower_sessions::{Expiry, SessionManagerLayer};
+
+use app::port::ConsolePort;
+use app::{shell, App};
+
+use crate::auth::session_store::DbSessionStore;
+use crate::config::Settings;
+use crate::console::Console;
+use crate::service::accounts::AccountService;
+use crate::service::runs::RunService;
+use crate::store::SqlStore;
+
+pub use error::ApiError;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub leptos: LeptosOptions,
+    pub store: SqlStore,
+    pub runs: RunService,
+    pub accounts: AccountService,
+    pub settings: Arc<Settings>,
+}
+
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(state: &AppState) -> Self {
+        state.leptos.clone()
+    }
+}
+
+pub const SESSION_COOKIE: &str = "herald_session";
+
+pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
+    let routes = generate_route_list(App);
+    let console: Arc<dyn ConsolePort> = Arc::new(Console::new(state.runs.clone()));
+    let leptos_options = state.leptos.clone();
+    let site_root = leptos_options.site_root.to_string();
+
+    let session_layer = SessionManagerLayer::new(sessions)
+        .with_name(SESSION_COOKIE)
+        .with_http_only(true)
+        .with_secure(state.settings.secure_cookies)
+        .with_same_site(SameSite::Strict)
+        .with_always_save(true)
+        .with_expiry(Expiry::OnInactivity(time::Duration::hours(
+            state.settings.session_idle_hours as i64,
+        )));
+
+    Router::new()
+        .route("/", get(|| async { Redirect::to("/runs") }))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/auth/login", post(auth::sign_in))
+        .route("/auth/logout", post(auth::sign_out))
+        .nest("/api/v1", api::router())
+        .leptos_routes_with_context(
+            &state,
+            routes,
+            move || provide_context(console.clone()),
+            move || shell(leptos_options.clone()),
+        )
+        .fallback_service(ServeDir::new(site_root).not_found_service(get(not_found)))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
+        .layer(session_layer)
+        .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "nothing here")
+}

@@ -1,0 +1,160 @@
+//! `herald serve`: one process hosting the console, the JSON API and housekeeping.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use app::dto::Role;
+use leptos::prelude::LeptosOptions;
+
+use crate::auth::password::generate_password;
+use crate::auth::session_store::DbSessionStore;
+use crate::auth::throttle::LoginThrottle;
+use crate::config::Settings;
+use crate::http::{self, AppState};
+use crate::service::accounts::AccountService;
+use crate::service::runs::RunService;
+use crate::store::{SqlStore, StoreOptions};
+
+/// Environment variable holding the first admin's password; generated when unset.
+pub const ADMIN_PASSWORD_ENV: &str = "HERALD_ADMIN_PASSWORD";
+pub const FIRST_ADMIN_NAME: &str = "admin";
+
+pub async fn open_store(settings: &Settings) -> anyhow::Result<SqlStore> {
+    let store = SqlStore::open(&StoreOptions {
+        url: settings.database_url.clone(),
+        max_connections: settings.database_max_connections,
+    })
+    .await?;
+    Ok(store)
+}
+
+pub fn account_service(store: &SqlStore, settings: &Settings) -> AccountService {
+    let store = Arc::new(store.clone());
+    AccountService::new(
+        store.clone(),
+        store,
+        LoginThrottle::new(
+            settings.login_max_failures,
+            Duration::from_secs(settings.login_window_secs),
+        ),
+    )
+}
+
+pub async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    run(listener, settings, shutdown_signal()).await
+}
+
+/// Serves on `listener` until `shutdown` resolves.
+pub async fn run(
+    listener: tokio::net::TcpListener,
+    settings: Settings,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let store = open_store(&settings).await?;
+    let accounts = account_service(&store, &settings);
+    ensure_first_admin(&accounts).await?;
+
+    let leptos = LeptosOptions::builder()
+        .output_name("herald")
+        .site_root(settings.site_root.to_string_lossy().to_string())
+        .site_pkg_dir("pkg")
+        .site_addr(settings.listen)
+        .build();
+    if !settings.site_root.join("pkg").join("herald.js").exists() {
+        tracing::warn!(
+            site_root = %settings.site_root.display(),
+            "the console bundle is missing; pages render but will not hydrate (run .ci/build-site)"
+        );
+    }
+
+    let state = AppState {
+        leptos,
+        runs: RunService::new(Arc::new(store.clone())),
+        accounts,
+        store: store.clone(),
+        settings: Arc::new(settings.clone()),
+    };
+    let sessions = DbSessionStore::new(Arc::new(store.clone()));
+    spawn_session_cleanup(sessions.clone());
+    let app = http::router(state, sessions);
+
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, engine = store.engine().name(), "Herald is serving");
+    println!("Herald console: http://{addr}/runs");
+
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await?;
+    store.close().await;
+    tracing::info!("Herald stopped");
+    Ok(())
+}
+
+/// On first start (no users), creates `admin` with the password from
+/// `HERALD_ADMIN_PASSWORD`, or a generated one printed once.
+async fn ensure_first_admin(accounts: &AccountService) -> anyhow::Result<()> {
+    if accounts.user_count().await? > 0 {
+        return Ok(());
+    }
+    let (password, generated) = match std::env::var(ADMIN_PASSWORD_ENV) {
+        Ok(password) if !password.is_empty() => (password, false),
+        _ => (generate_password(), true),
+    };
+    accounts
+        .add_user(None, FIRST_ADMIN_NAME, &password, Role::Admin)
+        .await
+        .with_context(|| {
+            format!("cannot create the first admin user (check {ADMIN_PASSWORD_ENV})")
+        })?;
+    if generated {
+        println!(
+            "Created the first admin user.\n  username: {FIRST_ADMIN_NAME}\n  password: {password}\nThis password is shown only once."
+        );
+    } else {
+        println!("Created the first admin user {FIRST_ADMIN_NAME:?} with the password from {ADMIN_PASSWORD_ENV}.");
+    }
+    Ok(())
+}
+
+fn spawn_session_cleanup(sessions: DbSessionStore) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(600));
+        loop {
+            tick.tick().await;
+            if let Err(err) = sessions.delete_expired().await {
+                tracing::warn!(error = %err, "expired session cleanup failed");
+            }
+        }
+    });
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutdown requested");
+}

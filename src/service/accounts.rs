@@ -1,0 +1,181 @@
+//! Accounts: users, sign-in with throttling, API tokens, and resolving who a request is.
+
+use std::sync::Arc;
+
+use app::dto::{Permission, Role, Viewer};
+
+use super::{require, ServiceError};
+use crate::auth::password::{self, MIN_PASSWORD_LEN};
+use crate::auth::throttle::LoginThrottle;
+use crate::auth::token;
+use crate::store::ports::{NewUser, TokenRepository, User, UserRepository};
+
+pub const MAX_USERNAME_LEN: usize = 64;
+
+#[derive(Clone)]
+pub struct AccountService {
+    users: Arc<dyn UserRepository>,
+    tokens: Arc<dyn TokenRepository>,
+    throttle: Arc<LoginThrottle>,
+}
+
+/// A newly created API token; `secret` is shown once and never stored.
+pub struct CreatedToken {
+    pub name: String,
+    pub role: Role,
+    pub secret: String,
+}
+
+impl AccountService {
+    pub fn new(
+        users: Arc<dyn UserRepository>,
+        tokens: Arc<dyn TokenRepository>,
+        throttle: LoginThrottle,
+    ) -> Self {
+        AccountService {
+            users,
+            tokens,
+            throttle: Arc::new(throttle),
+        }
+    }
+
+    /// Creates a user. `actor` is `None` only for the local CLI and first start, which
+    /// act with the machine owner's authority.
+    pub async fn add_user(
+        &self,
+        actor: Option<&Viewer>,
+        username: &str,
+        password: &str,
+        role: Role,
+    ) -> Result<User, ServiceError> {
+        if actor.is_some() {
+            require(actor, Permission::UsersManage)?;
+        }
+        let username = validate_username(username)?;
+        if password.chars().count() < MIN_PASSWORD_LEN {
+            return Err(ServiceError::invalid(
+                "password",
+                format!("must be at least {MIN_PASSWORD_LEN} characters"),
+            ));
+        }
+        let password_hash = hash_blocking(password.to_string()).await?;
+        Ok(self
+            .users
+            .create_user(NewUser {
+                username,
+                password_hash,
+                role,
+            })
+            .await?)
+    }
+
+    pub async fn user_count(&self) -> Result<i64, ServiceError> {
+        Ok(self.users.count_users().await?)
+    }
+
+    /// Checks a password. The error never says whether the user exists.
+    pub async fn sign_in(
+        &self,
+        username: &str,
+        password: &str,
+        client: &str,
+    ) -> Result<User, ServiceError> {
+        let username = username.trim();
+        if !self.throttle.allows(username, client) {
+            tracing::warn!(client, "sign-in throttled");
+            return Err(ServiceError::Throttled);
+        }
+        let user = self.users.user_by_name(username).await?;
+        let stored = user.as_ref().map(|u| u.password_hash.clone());
+        let candidate = password.to_string();
+        let ok = tokio::task::spawn_blocking(move || {
+            password::verify_password(&candidate, stored.as_deref())
+        })
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+        match user {
+            Some(user) if ok => {
+                self.throttle.record_success(username, client);
+                tracing::info!(user = %user.username, "signed in");
+                Ok(user)
+            }
+            _ => {
+                self.throttle.record_failure(username, client);
+                tracing::info!(client, "sign-in refused");
+                Err(ServiceError::BadCredentials)
+            }
+        }
+    }
+
+    /// The viewer behind a session's user id, if that user still exists.
+    pub async fn viewer_for_user(&self, user_id: &str) -> Result<Option<Viewer>, ServiceError> {
+        Ok(self.users.user_by_id(user_id).await?.map(|user| Viewer {
+            name: user.username,
+            role: user.role,
+        }))
+    }
+
+    /// The viewer behind an API token secret.
+    pub async fn viewer_for_token(&self, secret: &str) -> Result<Option<Viewer>, ServiceError> {
+        if !secret.starts_with(token::TOKEN_PREFIX) {
+            return Ok(None);
+        }
+        let hash = token::hash_secret(secret);
+        Ok(self.tokens.token_by_hash(&hash).await?.map(|t| Viewer {
+            name: format!("token:{}", t.name),
+            role: t.role,
+        }))
+    }
+
+    pub async fn create_token(
+        &self,
+        actor: Option<&Viewer>,
+        name: &str,
+        role: Role,
+    ) -> Result<CreatedToken, ServiceError> {
+        if actor.is_some() {
+            require(actor, Permission::UsersManage)?;
+        }
+        let name = name.trim();
+        if name.is_empty() || name.len() > 128 {
+            return Err(ServiceError::invalid("name", "must be 1 to 128 characters"));
+        }
+        let secret = token::generate_secret();
+        let created = self
+            .tokens
+            .create_token(name, role, &token::hash_secret(&secret))
+            .await?;
+        Ok(CreatedToken {
+            name: created.name,
+            role: created.role,
+            secret,
+        })
+    }
+}
+
+fn validate_username(username: &str) -> Result<String, ServiceError> {
+    let username = username.trim();
+    if username.is_empty() || username.len() > MAX_USERNAME_LEN {
+        return Err(ServiceError::invalid(
+            "username",
+            format!("must be 1 to {MAX_USERNAME_LEN} characters"),
+        ));
+    }
+    if !username
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '@'))
+    {
+        return Err(ServiceError::invalid(
+            "username",
+            "may hold only letters, digits and _ - . @",
+        ));
+    }
+    Ok(username.to_string())
+}
+
+async fn hash_blocking(password: String) -> Result<String, ServiceError> {
+    tokio::task::spawn_blocking(move || password::hash_password(&password))
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()))?
+        .map_err(|e| ServiceError::Internal(e.to_string()))
+}

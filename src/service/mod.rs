@@ -1,0 +1,121 @@
+//! The service layer: every operation the JSON API, the console and the CLI perform,
+//! with its permission check. Callers pass the [`Viewer`] they authenticated.
+
+pub mod accounts;
+pub mod runs;
+
+use app::dto::{Permission, Viewer};
+
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("authentication required: sign in or send an API token")]
+    Unauthenticated,
+    #[error("forbidden: this needs the {} permission", .0.as_str())]
+    Forbidden(Permission),
+    #[error("{field}: {message}")]
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("too many failed sign-in attempts; try again later")]
+    Throttled,
+    #[error("invalid username or password")]
+    BadCredentials,
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::AlreadyExists(what) => {
+                ServiceError::Conflict(format!("{what} already exists"))
+            }
+            other => ServiceError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl ServiceError {
+    pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
+        ServiceError::Invalid {
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+/// The one permission gate: returns the viewer when allowed.
+pub fn require(viewer: Option<&Viewer>, permission: Permission) -> Result<&Viewer, ServiceError> {
+    let viewer = viewer.ok_or(ServiceError::Unauthenticated)?;
+    if viewer.can(permission) {
+        Ok(viewer)
+    } else {
+        Err(ServiceError::Forbidden(permission))
+    }
+}
+
+/// Formats store milliseconds as RFC 3339 UTC.
+pub fn format_ms(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use app::dto::Role;
+
+    #[test]
+    fn permissions_follow_the_role_table() {
+        let reader = Viewer {
+            name: "r".into(),
+            role: Role::Reader,
+        };
+        let operator = Viewer {
+            name: "o".into(),
+            role: Role::Operator,
+        };
+        let admin = Viewer {
+            name: "a".into(),
+            role: Role::Admin,
+        };
+        assert!(require(Some(&reader), Permission::RunsRead).is_ok());
+        assert!(matches!(
+            require(Some(&reader), Permission::RunsWrite),
+            Err(ServiceError::Forbidden(Permission::RunsWrite))
+        ));
+        assert!(require(Some(&operator), Permission::RunsWrite).is_ok());
+        assert!(require(Some(&operator), Permission::DataRead).is_err());
+        assert!(require(Some(&operator), Permission::UsersManage).is_err());
+        for p in [
+            Permission::RunsRead,
+            Permission::RunsWrite,
+            Permission::UsersManage,
+            Permission::DataRead,
+        ] {
+            assert!(require(Some(&admin), p).is_ok());
+        }
+        assert!(matches!(
+            require(None, Permission::RunsRead),
+            Err(ServiceError::Unauthenticated)
+        ));
+    }
+
+    #[test]
+    fn formats_milliseconds_as_rfc3339() {
+        assert_eq!(format_ms(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_ms(1_500), "1970-01-01T00:00:01.5Z");
+    }
+}

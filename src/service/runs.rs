@@ -1,0 +1,263 @@
+//! Runs: create, list and read, with redaction for viewers without `data:read`.
+
+use std::sync::Arc;
+
+use app::dto::{Permission, RunPage, RunQuery, RunStatus, RunSummary, Viewer};
+use serde::{Deserialize, Serialize};
+
+use super::{format_ms, require, ServiceError};
+use crate::store::ports::{NewRun, Run, RunFilter, RunRepository};
+
+pub const MAX_RUN_TYPE_LEN: usize = 64;
+pub const MAX_TENANT_LEN: usize = 128;
+pub const MAX_URL_LEN: usize = 2048;
+
+/// The body of `POST /api/v1/runs`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRun {
+    #[serde(rename = "type")]
+    pub run_type: String,
+    pub tenant: String,
+    #[serde(default)]
+    pub callback_url: Option<String>,
+}
+
+/// One run as the API returns it. `callback_url` and `result` are payload data and
+/// appear only for viewers with `data:read`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RunDetail {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub run_type: String,
+    pub tenant: String,
+    pub status: RunStatus,
+    pub callback_origin: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    pub transition_seq: i64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Clone)]
+pub struct RunService {
+    repo: Arc<dyn RunRepository>,
+}
+
+impl RunService {
+    pub fn new(repo: Arc<dyn RunRepository>) -> Self {
+        RunService { repo }
+    }
+
+    pub async fn create(
+        &self,
+        viewer: Option<&Viewer>,
+        input: CreateRun,
+    ) -> Result<RunDetail, ServiceError> {
+        let viewer = require(viewer, Permission::RunsWrite)?;
+        let new_run = validate_new_run(input)?;
+        let run = self.repo.create_run(new_run).await?;
+        tracing::info!(run_id = %run.id, run_type = %run.run_type, by = %viewer.name, "run created");
+        Ok(detail(run, viewer))
+    }
+
+    pub async fn get(&self, viewer: Option<&Viewer>, id: &str) -> Result<RunDetail, ServiceError> {
+        let viewer = require(viewer, Permission::RunsRead)?;
+        let run = self
+            .repo
+            .get_run(id)
+            .await?
+            .ok_or_else(|| ServiceError::NotFound(format!("run {id:?}")))?;
+        Ok(detail(run, viewer))
+    }
+
+    pub async fn list(
+        &self,
+        viewer: Option<&Viewer>,
+        query: RunQuery,
+    ) -> Result<RunPage, ServiceError> {
+        require(viewer, Permission::RunsRead)?;
+        let limit = query.effective_limit();
+        let filter = RunFilter {
+            run_type: query.run_type.filter(|t| !t.is_empty()),
+            status: query.status,
+            before_id: query.after.filter(|a| !a.is_empty()),
+            limit: limit + 1,
+        };
+        let mut runs = self.repo.list_runs(&filter).await?;
+        let next_cursor = if runs.len() > limit as usize {
+            runs.truncate(limit as usize);
+            runs.last().map(|run| run.id.clone())
+        } else {
+            None
+        };
+        Ok(RunPage {
+            runs: runs.into_iter().map(summary).collect(),
+            next_cursor,
+            run_types: self.repo.run_types().await?,
+        })
+    }
+}
+
+fn validate_new_run(input: CreateRun) -> Result<NewRun, ServiceError> {
+    let run_type = input.run_type.trim().to_string();
+    if run_type.is_empty() || run_type.len() > MAX_RUN_TYPE_LEN {
+        return Err(ServiceError::invalid(
+            "type",
+            format!("must be 1 to {MAX_RUN_TYPE_LEN} characters"),
+        ));
+    }
+    if !run_type
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
+    {
+        return Err(ServiceError::invalid(
+            "type",
+            "may hold only letters, digits and _ - . :",
+        ));
+    }
+    let tenant = input.tenant.trim().to_string();
+    if tenant.is_empty() || tenant.len() > MAX_TENANT_LEN {
+        return Err(ServiceError::invalid(
+            "tenant",
+            format!("must be 1 to {MAX_TENANT_LEN} characters"),
+        ));
+    }
+    if tenant.chars().any(char::is_control) {
+        return Err(ServiceError::invalid(
+            "tenant",
+            "must not contain control characters",
+        ));
+    }
+    let callback_url = match input.callback_url {
+        Some(url) if !url.trim().is_empty() => Some(validate_url("callback_url", url.trim())?),
+        _ => None,
+    };
+    Ok(NewRun {
+        run_type,
+        tenant,
+        callback_url,
+    })
+}
+
+/// An absolute http(s) URL with a host, at most [`MAX_URL_LEN`] long.
+pub fn validate_url(field: &'static str, url: &str) -> Result<String, ServiceError> {
+    if url.len() > MAX_URL_LEN {
+        return Err(ServiceError::invalid(
+            field,
+            format!("is longer than {MAX_URL_LEN} characters"),
+        ));
+    }
+    let parsed = url::Url::parse(url)
+        .map_err(|e| ServiceError::invalid(field, format!("is not a valid URL ({e})")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(ServiceError::invalid(field, "must use http or https"));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(ServiceError::invalid(field, "must name a host"));
+    }
+    Ok(parsed.to_string())
+}
+
+/// `scheme://host[:port]` of a URL: enough to recognise a destination, nothing secret.
+fn origin(url: &str) -> Option<String> {
+    url::Url::parse(url)
+        .ok()
+        .map(|u| u.origin().ascii_serialization())
+}
+
+fn summary(run: Run) -> RunSummary {
+    RunSummary {
+        callback_origin: run.callback_url.as_deref().and_then(origin),
+        id: run.id,
+        run_type: run.run_type,
+        tenant: run.tenant,
+        status: run.status,
+        created_at: format_ms(run.created_at_ms),
+        updated_at: format_ms(run.updated_at_ms),
+    }
+}
+
+fn detail(run: Run, viewer: &Viewer) -> RunDetail {
+    let sees_data = viewer.can(Permission::DataRead);
+    RunDetail {
+        callback_origin: run.callback_url.as_deref().and_then(origin),
+        callback_url: run.callback_url.filter(|_| sees_data),
+        result: run
+            .result
+            .filter(|_| sees_data)
+            .and_then(|text| serde_json::from_str(&text).ok()),
+        id: run.id,
+        run_type: run.run_type,
+        tenant: run.tenant,
+        status: run.status,
+        transition_seq: run.transition_seq,
+        created_at: format_ms(run.created_at_ms),
+        updated_at: format_ms(run.updated_at_ms),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(run_type: &str, tenant: &str, url: Option<&str>) -> CreateRun {
+        CreateRun {
+            run_type: run_type.into(),
+            tenant: tenant.into(),
+            callback_url: url.map(Into::into),
+        }
+    }
+
+    fn field_of(err: ServiceError) -> &'static str {
+        match err {
+            ServiceError::Invalid { field, .. } => field,
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        assert_eq!(
+            field_of(validate_new_run(input("", "t", None)).unwrap_err()),
+            "type"
+        );
+        assert_eq!(
+            field_of(validate_new_run(input("a b", "t", None)).unwrap_err()),
+            "type"
+        );
+        assert_eq!(
+            field_of(validate_new_run(input("etl", " ", None)).unwrap_err()),
+            "tenant"
+        );
+        for bad in ["ftp://x/y", "not a url", "http://", "http://exa mple.com/"] {
+            assert_eq!(
+                field_of(validate_new_run(input("etl", "t", Some(bad))).unwrap_err()),
+                "callback_url",
+                "{bad}"
+            );
+        }
+        let ok = validate_new_run(input(
+            " etl.daily ",
+            "acme",
+            Some("https://hooks.example.com/x?k=1"),
+        ))
+        .unwrap();
+        assert_eq!(ok.run_type, "etl.daily");
+        assert_eq!(
+            ok.callback_url.as_deref(),
+            Some("https://hooks.example.com/x?k=1")
+        );
+    }
+
+    #[test]
+    fn origin_drops_path_and_query() {
+        assert_eq!(
+            origin("https://hooks.example.com:8443/secret/path?token=abc").as_deref(),
+            Some("https://hooks.example.com:8443")
+        );
+    }
+}

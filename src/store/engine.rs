@@ -1,0 +1,203 @@
+//! The three database engines Herald runs on, and every place their SQL differs.
+//!
+//! All adapters share one implementation over `sqlx::Any`; this module is the single
+//! home of dialect differences (placeholders, the database clock, connection set-up,
+//! batched claim syntax) so that shared logic is written once.
+
+use std::borrow::Cow;
+
+use sqlx::migrate::Migrator;
+
+use super::StoreError;
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
+static MYSQL_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/mysql");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+    MySql,
+}
+
+impl Engine {
+    /// Picks the engine from a database URL's scheme.
+    pub fn from_url(url: &str) -> Result<Self, StoreError> {
+        let scheme = url.split(':').next().unwrap_or_default();
+        match scheme {
+            "sqlite" => Ok(Engine::Sqlite),
+            "postgres" | "postgresql" => Ok(Engine::Postgres),
+            "mysql" | "mariadb" => Ok(Engine::MySql),
+            _ => Err(StoreError::UnsupportedUrl(redact_url(url))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Sqlite => "sqlite",
+            Engine::Postgres => "postgres",
+            Engine::MySql => "mysql",
+        }
+    }
+
+    pub fn migrator(self) -> &'static Migrator {
+        match self {
+            Engine::Sqlite => &SQLITE_MIGRATIONS,
+            Engine::Postgres => &POSTGRES_MIGRATIONS,
+            Engine::MySql => &MYSQL_MIGRATIONS,
+        }
+    }
+
+    /// The store's own clock in epoch milliseconds. Lease expiry is always compared
+    /// against this one clock, so skewed node clocks cannot steal a lease early.
+    pub fn now_ms(self) -> &'static str {
+        match self {
+            Engine::Sqlite => "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+            Engine::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            Engine::MySql => "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+        }
+    }
+
+    /// Statements run on every new connection.
+    pub fn connection_setup(self) -> &'static [&'static str] {
+        match self {
+            // WAL for concurrent readers; FULL so a commit survives power loss.
+            Engine::Sqlite => &[
+                "PRAGMA journal_mode = WAL",
+                "PRAGMA synchronous = FULL",
+                "PRAGMA busy_timeout = 10000",
+                "PRAGMA foreign_keys = ON",
+            ],
+            Engine::Postgres => &["SET TIME ZONE 'UTC'"],
+            Engine::MySql => &[
+                "SET time_zone = '+00:00'",
+                "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+            ],
+        }
+    }
+
+    /// The statement that opens a write transaction. On SQLite it takes the write lock
+    /// up front, so a read-then-write transaction waits instead of failing with BUSY.
+    pub fn begin_write(self) -> &'static str {
+        match self {
+            Engine::Sqlite => "BEGIN IMMEDIATE",
+            Engine::Postgres | Engine::MySql => "BEGIN",
+        }
+    }
+
+    /// The tail of an `INSERT` that overwrites `columns` when `key` already exists.
+    pub fn upsert_tail(self, key: &str, columns: &[&str]) -> String {
+        match self {
+            Engine::Sqlite | Engine::Postgres => {
+                let sets: Vec<String> = columns
+                    .iter()
+                    .map(|c| format!("{c} = excluded.{c}"))
+                    .collect();
+                format!("ON CONFLICT ({key}) DO UPDATE SET {}", sets.join(", "))
+            }
+            Engine::MySql => {
+                let sets: Vec<String> = columns
+                    .iter()
+                    .map(|c| format!("{c} = VALUES({c})"))
+                    .collect();
+                format!("ON DUPLICATE KEY UPDATE {}", sets.join(", "))
+            }
+        }
+    }
+
+    /// Rewrites `?` placeholders to `$n` for PostgreSQL. Herald's SQL never contains a
+    /// literal question mark, so a plain scan is exact.
+    pub fn sql<'a>(self, sql: &'a str) -> Cow<'a, str> {
+        if self != Engine::Postgres || !sql.contains('?') {
+            return Cow::Borrowed(sql);
+        }
+        let mut out = String::with_capacity(sql.len() + 8);
+        let mut n = 0;
+        for ch in sql.chars() {
+            if ch == '?' {
+                n += 1;
+                out.push('$');
+                out.push_str(&n.to_string());
+            } else {
+                out.push(ch);
+            }
+        }
+        Cow::Owned(out)
+    }
+}
+
+/// A database URL with its password removed, safe for errors and logs.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        Ok(parsed) => parsed.to_string(),
+        Err(_) => url.split('@').next_back().unwrap_or_default().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_placeholders_are_numbered() {
+        assert_eq!(
+            Engine::Postgres.sql("a = ? AND b IN (?, ?)"),
+            "a = $1 AND b IN ($2, $3)"
+        );
+        assert_eq!(Engine::MySql.sql("a = ?"), "a = ?");
+    }
+
+    #[test]
+    fn engine_follows_the_url_scheme() {
+        assert_eq!(Engine::from_url("sqlite://x.db").unwrap(), Engine::Sqlite);
+        assert_eq!(
+            Engine::from_url("postgres://u@h/db").unwrap(),
+            Engine::Postgres
+        );
+        assert_eq!(
+            Engine::from_url("mysql://root@h/db").unwrap(),
+            Engine::MySql
+        );
+        let err = Engine::from_url("redis://user:secret@h").unwrap_err();
+        assert!(!err.to_string().contains("secret"), "{err}");
+    }
+}
+
+/// Released migrations never change: their checksums are pinned here. A new schema
+/// change is a new migration, pinned when it is released.
+#[cfg(test)]
+mod pinned_migrations {
+    use super::Engine;
+
+    const PINNED: &[(Engine, i64, &str)] = &[
+        (Engine::Sqlite, 1, "08418a6848c6d4749d25a2051be2974e3b1d5fff65828f3dcb0ef5ed039226b5fb95fec7a72e2d3d402a1379a94680a1"),
+        (Engine::Postgres, 1, "f07585c35a521d00a45214b194364358f69879bb7bfa502a533ad9bbf5a5f98b52c10a41682a18bdc6e8782e4d99e36b"),
+        (Engine::MySql, 1, "1b581b8b02aa611a72b4e888aeef4dd44a7869630da4fa86cde52e817119c185a7e01de3ff2298b326134abdec30d1ec"),
+    ];
+
+    #[test]
+    fn released_migrations_keep_their_checksums() {
+        for engine in [Engine::Sqlite, Engine::Postgres, Engine::MySql] {
+            for migration in engine.migrator().iter() {
+                let actual = hex::encode(&migration.checksum);
+                let pinned = PINNED
+                    .iter()
+                    .find(|(e, v, _)| *e == engine && *v == migration.version)
+                    .map(|(_, _, sum)| *sum);
+                assert_eq!(
+                    pinned,
+                    Some(actual.as_str()),
+                    "{} migration {} ({}) changed or is not pinned",
+                    engine.name(),
+                    migration.version,
+                    migration.description
+                );
+            }
+        }
+    }
+}

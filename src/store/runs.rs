@@ -1,0 +1,92 @@
+//! Business runs recorded through Herald's API.
+
+use app::dto::RunStatus;
+use async_trait::async_trait;
+use sqlx::any::AnyRow;
+
+use super::ports::{NewRun, Run, RunFilter, RunRepository};
+use super::row::{int, opt_text, text};
+use super::{SqlStore, StoreError};
+
+const RUN_COLUMNS: &str =
+    "id, run_type, tenant, status, callback_url, result, transition_seq, created_at, updated_at";
+
+fn run_from_row(row: &AnyRow) -> Result<Run, StoreError> {
+    let status = text(row, "status")?;
+    Ok(Run {
+        id: text(row, "id")?,
+        run_type: text(row, "run_type")?,
+        tenant: text(row, "tenant")?,
+        status: RunStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("run status {status:?}")))?,
+        callback_url: opt_text(row, "callback_url")?,
+        result: opt_text(row, "result")?,
+        transition_seq: int(row, "transition_seq")?,
+        created_at_ms: int(row, "created_at")?,
+        updated_at_ms: int(row, "updated_at")?,
+    })
+}
+
+#[async_trait]
+impl RunRepository for SqlStore {
+    async fn create_run(&self, run: NewRun) -> Result<Run, StoreError> {
+        let id = uuid::Uuid::now_v7().to_string();
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "INSERT INTO runs (id, run_type, tenant, status, callback_url, transition_seq, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, 0, {now}, {now})"
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(&id)
+            .bind(&run.run_type)
+            .bind(&run.tenant)
+            .bind(RunStatus::Queued.as_str())
+            .bind(&run.callback_url)
+            .execute(&self.pool)
+            .await?;
+        self.get_run(&id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("created run vanished".into()))
+    }
+
+    async fn get_run(&self, id: &str) -> Result<Option<Run>, StoreError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?");
+        let row = sqlx::query(&self.engine.sql(&sql))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>, StoreError> {
+        let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE 1 = 1");
+        let mut binds: Vec<&str> = Vec::new();
+        if let Some(run_type) = &filter.run_type {
+            sql.push_str(" AND run_type = ?");
+            binds.push(run_type);
+        }
+        if let Some(status) = filter.status {
+            sql.push_str(" AND status = ?");
+            binds.push(status.as_str());
+        }
+        if let Some(before) = &filter.before_id {
+            sql.push_str(" AND id < ?");
+            binds.push(before);
+        }
+        sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", filter.limit));
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        for value in binds {
+            query = query.bind(value);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    async fn run_types(&self) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query("SELECT DISTINCT run_type FROM runs ORDER BY run_type LIMIT 500")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(|row| text(row, "run_type")).collect()
+    }
+}

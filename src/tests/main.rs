@@ -1,0 +1,7 @@
+//! Herald's integration tests: the storage contract against real SQLite, PostgreSQL
+//! and MariaDB databases, and the HTTP surface against a real server on loopback.
+
+mod support;
+
+mod http_api;
+mod store_contract;
