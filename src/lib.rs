@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod console;
 pub mod http;
+pub mod outbox;
 pub mod server;
 pub mod service;
 pub mod store;

@@ -171,3 +171,43 @@ pub struct RunPage {
     /// Every run type known to the store, for the filter.
     pub run_types: Vec<String>,
 }
+
+/// Where an owed side effect (an outbox event) stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryStatus {
+    Pending,
+    Processing,
+    Completed,
+    Skipped,
+    Failed,
+    Uncertain,
+}
+
+impl DeliveryStatus {
+    pub const ALL: [DeliveryStatus; 6] = [
+        DeliveryStatus::Pending,
+        DeliveryStatus::Processing,
+        DeliveryStatus::Completed,
+        DeliveryStatus::Skipped,
+        DeliveryStatus::Failed,
+        DeliveryStatus::Uncertain,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Processing => "processing",
+            DeliveryStatus::Completed => "completed",
+            DeliveryStatus::Skipped => "skipped",
+            DeliveryStatus::Failed => "failed",
+            DeliveryStatus::Uncertain => "uncertain",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<DeliveryStatus> {
+        DeliveryStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == value)
+    }
+}

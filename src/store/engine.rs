@@ -54,7 +54,7 @@ impl Engine {
     pub fn now_ms(self) -> &'static str {
         match self {
             Engine::Sqlite => "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
-            Engine::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            Engine::Postgres => "CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000 AS BIGINT)",
             Engine::MySql => "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
         }
     }
@@ -106,6 +106,47 @@ impl Engine {
         }
     }
 
+    /// The tail of an `INSERT` that silently keeps an existing row with the same
+    /// `key` (one or more comma-separated columns).
+    pub fn insert_if_absent_tail(self, key: &str) -> String {
+        match self {
+            Engine::Sqlite | Engine::Postgres => format!("ON CONFLICT ({key}) DO NOTHING"),
+            // A no-op update: unlike INSERT IGNORE it does not hide other errors.
+            Engine::MySql => {
+                let first = key.split(',').next().unwrap_or(key).trim();
+                format!("ON DUPLICATE KEY UPDATE {first} = {first}")
+            }
+        }
+    }
+
+    /// An `UPDATE` of at most `limit` rows matching `filter`, taken in `order`.
+    ///
+    /// MySQL has `UPDATE … ORDER BY … LIMIT` but cannot select from the table it
+    /// updates; PostgreSQL and SQLite pick the rows in a subquery and re-check
+    /// `recheck` (which must need no bound values) on each row as it is updated, so
+    /// a row another claimer took in the meantime is skipped. No `SKIP LOCKED`: the
+    /// same shape is correct on TiDB and Galera.
+    pub fn limited_update(
+        self,
+        table: &str,
+        set: &str,
+        filter: &str,
+        recheck: &str,
+        order: &str,
+        limit: u32,
+    ) -> String {
+        match self {
+            Engine::MySql => {
+                format!("UPDATE {table} SET {set} WHERE {filter} ORDER BY {order} LIMIT {limit}")
+            }
+            Engine::Sqlite | Engine::Postgres => format!(
+                "UPDATE {table} SET {set} WHERE event_id IN \
+                 (SELECT event_id FROM {table} WHERE {filter} ORDER BY {order} LIMIT {limit}) \
+                 AND {recheck}"
+            ),
+        }
+    }
+
     /// Rewrites `?` placeholders to `$n` for PostgreSQL. Herald's SQL never contains a
     /// literal question mark, so a plain scan is exact.
     pub fn sql<'a>(self, sql: &'a str) -> Cow<'a, str> {
@@ -125,6 +166,11 @@ impl Engine {
         }
         Cow::Owned(out)
     }
+}
+
+/// `?, ?, ?` for `n` values.
+pub fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(", ")
 }
 
 /// A database URL with its password removed, safe for errors and logs.

@@ -3,6 +3,7 @@
 //! [`engine`]; everything else is written once.
 
 pub mod engine;
+mod outbox;
 pub mod ports;
 mod row;
 mod runs;

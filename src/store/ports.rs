@@ -108,3 +108,90 @@ pub trait SessionRepository: Send + Sync {
     async fn delete_session(&self, id: &str) -> Result<(), StoreError>;
     async fn delete_expired_sessions(&self) -> Result<u64, StoreError>;
 }
+
+/// A write transaction a producer commits its state change and its events in.
+pub type WriteTx = sqlx::Transaction<'static, sqlx::Any>;
+
+/// One batched claim.
+#[derive(Clone, Debug)]
+pub struct ClaimRequest {
+    /// Fresh and random per claim: the fencing token of every event it takes.
+    pub lease_token: String,
+    pub holder: String,
+    pub limit: u32,
+    /// Only these kinds (the ones this worker has handlers for).
+    pub kinds: Vec<String>,
+    pub lease_ms_by_kind: Vec<(String, i64)>,
+    pub default_lease_ms: i64,
+}
+
+/// An operator's retry: a compare-and-set on the status they saw.
+#[derive(Clone, Debug)]
+pub struct ManualRetry {
+    pub event_id: String,
+    pub kind: String,
+    pub expected_status: app::dto::DeliveryStatus,
+    pub allow_uncertain: bool,
+    pub actor: String,
+    /// Sending attempts of the new cycle (the kind's current policy).
+    pub max_attempts: u32,
+}
+
+/// What a maintenance sweep changed: `(event_id, kind)` pairs.
+#[derive(Clone, Debug, Default)]
+pub struct SweepReport {
+    pub uncertain: Vec<(String, String)>,
+    pub failed: Vec<(String, String)>,
+}
+
+/// The durable outbox port (DESIGN §3).
+#[async_trait]
+pub trait OutboxStore: Send + Sync {
+    /// Opens a write transaction for a producer's state change and its events.
+    async fn begin_write(&self) -> Result<WriteTx, StoreError>;
+    /// Inserts the event unless one with its id exists, inside `tx`.
+    async fn enqueue_in(
+        &self,
+        tx: &mut WriteTx,
+        event: &crate::outbox::model::NewEvent,
+    ) -> Result<(), StoreError>;
+    /// Leases due events (and expired leases of redeliverable ones) to one worker.
+    async fn claim(
+        &self,
+        request: &ClaimRequest,
+    ) -> Result<Vec<crate::outbox::model::ClaimedEvent>, StoreError>;
+    /// Extends the leases still held under `lease_token`; returns how many.
+    async fn renew(
+        &self,
+        lease_token: &str,
+        event_ids: &[String],
+        lease_ms: i64,
+    ) -> Result<u64, StoreError>;
+    /// Writes finished attempts in one transaction; `false` where the lease was lost.
+    async fn settle(
+        &self,
+        batch: &[crate::outbox::model::Settlement],
+    ) -> Result<Vec<bool>, StoreError>;
+    /// Moves expired in-flight leases that must not be resent to `uncertain` or `failed`.
+    async fn sweep_expired(&self, limit: u32) -> Result<SweepReport, StoreError>;
+    /// Manual retry; the inner error says why it was refused.
+    async fn retry_event(
+        &self,
+        request: &ManualRetry,
+    ) -> Result<Result<(), crate::outbox::model::RetryRefusal>, StoreError>;
+    async fn get_event(
+        &self,
+        event_id: &str,
+    ) -> Result<Option<crate::outbox::model::EventRecord>, StoreError>;
+    async fn events_for_parent(
+        &self,
+        parent_type: &str,
+        parent_id: &str,
+    ) -> Result<Vec<crate::outbox::model::EventRecord>, StoreError>;
+    async fn attempts(
+        &self,
+        event_id: &str,
+    ) -> Result<Vec<crate::outbox::model::AttemptRecord>, StoreError>;
+    async fn dead_letter_count(&self, event_id: &str) -> Result<i64, StoreError>;
+    async fn stats(&self) -> Result<crate::outbox::model::OutboxStats, StoreError>;
+}

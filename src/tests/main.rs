@@ -4,4 +4,5 @@
 mod support;
 
 mod http_api;
+mod outbox_contract;
 mod store_contract;

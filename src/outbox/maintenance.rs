@@ -1,0 +1,64 @@
+//! The maintenance loop: finds expired in-flight leases that must not be resent
+//! (non-redeliverable kinds become `uncertain`; spent cycles become `failed`) and
+//! refreshes the outbox gauges.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::metrics::Metrics;
+use crate::store::ports::OutboxStore;
+
+/// Rows one sweep looks at, so start-up recovery of a large backlog stays bounded.
+pub const SWEEP_BATCH: u32 = 500;
+
+pub struct Maintenance {
+    pub store: Arc<dyn OutboxStore>,
+    pub metrics: Arc<Metrics>,
+    /// The source label for availability and gauges.
+    pub source: &'static str,
+    pub interval: Duration,
+}
+
+impl Maintenance {
+    /// One pass: sweep, then refresh gauges. Returns whether the store answered.
+    pub async fn run_once(&self) -> bool {
+        let swept = self.store.sweep_expired(SWEEP_BATCH).await;
+        match &swept {
+            Ok(report) => {
+                for (event_id, kind) in &report.uncertain {
+                    self.metrics.record_swept_uncertain(kind);
+                    tracing::warn!(event_id = %event_id, kind = %kind,
+                        "delivery outcome unknown after its lease expired; marked uncertain (an operator must check the receiver before retrying)");
+                }
+                for (event_id, kind) in &report.failed {
+                    self.metrics.record_exhausted(kind);
+                    tracing::error!(event_id = %event_id, kind = %kind,
+                        "OPERATOR_ALERT: event failed after its last attempt's lease expired; dead-lettered");
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, source = self.source, "maintenance sweep failed")
+            }
+        }
+        let stats = self.store.stats().await;
+        match &stats {
+            Ok(stats) => self.metrics.refresh(self.source, stats, stats.now_ms),
+            Err(err) => tracing::warn!(error = %err, source = self.source, "outbox stats failed"),
+        }
+        let available = swept.is_ok() && stats.is_ok();
+        self.metrics.set_available(self.source, available);
+        available
+    }
+
+    pub async fn run(self, shutdown: CancellationToken) {
+        loop {
+            self.run_once().await;
+            tokio::select! {
+                _ = tokio::time::sleep(self.interval) => {},
+                _ = shutdown.cancelled() => return,
+            }
+        }
+    }
+}

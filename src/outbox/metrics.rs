@@ -1,0 +1,190 @@
+//! Prometheus metrics for the outbox. Labels are fixed, low-cardinality sets
+//! (source, kind, status, outcome): never an event id, tenant, recipient or payload.
+
+use prometheus::{
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+use super::model::OutboxStats;
+
+pub struct Metrics {
+    registry: Registry,
+    available: IntGaugeVec,
+    events: IntGaugeVec,
+    oldest_pending_age: GaugeVec,
+    expired_leases: IntGaugeVec,
+    attempts: IntCounterVec,
+    exhausted: IntCounterVec,
+    uncertain_sweeps: IntCounterVec,
+    handler_latency: HistogramVec,
+}
+
+fn must<T>(result: prometheus::Result<T>) -> T {
+    // Metric definitions are static; a failure here is a programming error.
+    result.expect("static metric definition")
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let available = must(IntGaugeVec::new(
+            Opts::new(
+                "herald_outbox_available",
+                "1 when the source's durable outbox is reachable, 0 when not",
+            ),
+            &["source"],
+        ));
+        let events = must(IntGaugeVec::new(
+            Opts::new("herald_outbox_events", "Outbox events by status"),
+            &["source", "kind", "status"],
+        ));
+        let oldest_pending_age = must(GaugeVec::new(
+            Opts::new(
+                "herald_outbox_oldest_pending_age_seconds",
+                "Age of the oldest pending event",
+            ),
+            &["source", "kind"],
+        ));
+        let expired_leases = must(IntGaugeVec::new(
+            Opts::new(
+                "herald_outbox_expired_leases",
+                "In-flight events whose lease has expired",
+            ),
+            &["source", "kind"],
+        ));
+        let attempts = must(IntCounterVec::new(
+            Opts::new(
+                "herald_outbox_attempts_total",
+                "Delivery attempts by kind and outcome",
+            ),
+            &["kind", "outcome"],
+        ));
+        let exhausted = must(IntCounterVec::new(
+            Opts::new(
+                "herald_outbox_exhausted_total",
+                "Events that ended failed (retries exhausted or permanent error)",
+            ),
+            &["kind"],
+        ));
+        let uncertain_sweeps = must(IntCounterVec::new(
+            Opts::new(
+                "herald_outbox_uncertain_total",
+                "Events marked uncertain by the maintenance sweep",
+            ),
+            &["kind"],
+        ));
+        let handler_latency = must(HistogramVec::new(
+            HistogramOpts::new(
+                "herald_outbox_handler_duration_seconds",
+                "Time a handler took for one attempt",
+            )
+            .buckets(vec![
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+            ]),
+            &["kind"],
+        ));
+        for collector in [
+            Box::new(available.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(events.clone()),
+            Box::new(oldest_pending_age.clone()),
+            Box::new(expired_leases.clone()),
+            Box::new(attempts.clone()),
+            Box::new(exhausted.clone()),
+            Box::new(uncertain_sweeps.clone()),
+            Box::new(handler_latency.clone()),
+        ] {
+            must(registry.register(collector));
+        }
+        Metrics {
+            registry,
+            available,
+            events,
+            oldest_pending_age,
+            expired_leases,
+            attempts,
+            exhausted,
+            uncertain_sweeps,
+            handler_latency,
+        }
+    }
+
+    pub fn set_available(&self, source: &str, available: bool) {
+        self.available
+            .with_label_values(&[source])
+            .set(i64::from(available));
+    }
+
+    pub fn record_attempt(&self, kind: &str, outcome: &str, seconds: f64) {
+        self.attempts.with_label_values(&[kind, outcome]).inc();
+        self.handler_latency
+            .with_label_values(&[kind])
+            .observe(seconds);
+    }
+
+    pub fn record_exhausted(&self, kind: &str) {
+        self.exhausted.with_label_values(&[kind]).inc();
+    }
+
+    pub fn record_swept_uncertain(&self, kind: &str) {
+        self.uncertain_sweeps.with_label_values(&[kind]).inc();
+    }
+
+    /// Replaces the gauges of one source with fresh counts.
+    pub fn refresh(&self, source: &str, stats: &OutboxStats, now_ms: i64) {
+        use std::collections::HashMap;
+        let mut oldest: HashMap<&str, i64> = HashMap::new();
+        let mut expired: HashMap<&str, i64> = HashMap::new();
+        let statuses = app::dto::DeliveryStatus::ALL;
+        let kinds: std::collections::BTreeSet<&str> =
+            stats.rows.iter().map(|r| r.kind.as_str()).collect();
+        for kind in &kinds {
+            for status in statuses {
+                self.events
+                    .with_label_values(&[source, kind, status.as_str()])
+                    .set(0);
+            }
+        }
+        for row in stats.rows.iter().filter(|r| r.source == source) {
+            self.events
+                .with_label_values(&[source, &row.kind, &row.status])
+                .set(row.count);
+            if let Some(created) = row.oldest_pending_created_at {
+                let entry = oldest.entry(&row.kind).or_insert(created);
+                *entry = (*entry).min(created);
+            }
+            *expired.entry(&row.kind).or_default() += row.expired_leases;
+        }
+        for kind in kinds {
+            let age = oldest
+                .get(kind)
+                .map(|created| ((now_ms - created).max(0)) as f64 / 1000.0)
+                .unwrap_or(0.0);
+            self.oldest_pending_age
+                .with_label_values(&[source, kind])
+                .set(age);
+            self.expired_leases
+                .with_label_values(&[source, kind])
+                .set(expired.get(kind).copied().unwrap_or(0));
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut buffer = Vec::new();
+        let encoder = TextEncoder::new();
+        if encoder
+            .encode(&self.registry.gather(), &mut buffer)
+            .is_err()
+        {
+            return String::new();
+        }
+        String::from_utf8(buffer).unwrap_or_default()
+    }
+}

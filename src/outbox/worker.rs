@@ -1,0 +1,402 @@
+//! The worker pool: claims due events in bounded batches, runs their handlers with
+//! bounded concurrency, renews leases while they run, and settles results in
+//! batched, fenced transactions. On shutdown it stops claiming and drains.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::handler::{Outcome, Registry};
+use super::metrics::Metrics;
+use super::model::{ClaimedEvent, Settle, Settlement};
+use crate::store::ports::{ClaimRequest, OutboxStore};
+
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// Names this worker in leases and the attempt log.
+    pub holder: String,
+    /// Events claimed per statement.
+    pub batch_size: u32,
+    /// Handlers running at once.
+    pub concurrency: usize,
+    /// How long to wait for work when nothing woke the worker.
+    pub poll_interval: Duration,
+    /// How long shutdown waits for in-flight work before leaving it to its leases.
+    pub drain_deadline: Duration,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            holder: default_holder(),
+            batch_size: 256,
+            concurrency: 64,
+            poll_interval: Duration::from_secs(1),
+            drain_deadline: Duration::from_secs(30),
+        }
+    }
+}
+
+/// `host:pid:random`, unique per process start.
+pub fn default_holder() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "herald".into());
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}:{}:{}", std::process::id(), &nonce[..8])
+}
+
+/// How a drain ended.
+#[derive(Debug, PartialEq, Eq)]
+pub struct DrainReport {
+    /// Whether every accepted event settled before the deadline.
+    pub drained: bool,
+}
+
+/// Events in flight, by lease token and kind, for renewal.
+type InFlight = Arc<Mutex<HashMap<(String, String), HashSet<String>>>>;
+
+struct Finished {
+    settlement: Settlement,
+    outcome_error: Option<String>,
+    _permit: OwnedSemaphorePermit,
+}
+
+pub struct Worker {
+    store: Arc<dyn OutboxStore>,
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    config: WorkerConfig,
+    wake: Arc<Notify>,
+}
+
+/// Transient store failures (a lost commit race, a busy database) are retried this often.
+const SETTLE_TRIES: u32 = 5;
+
+fn now_ms() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000_000
+}
+
+impl Worker {
+    pub fn new(
+        store: Arc<dyn OutboxStore>,
+        registry: Arc<Registry>,
+        metrics: Arc<Metrics>,
+        config: WorkerConfig,
+        wake: Arc<Notify>,
+    ) -> Self {
+        Worker {
+            store,
+            registry,
+            metrics,
+            config,
+            wake,
+        }
+    }
+
+    fn claim_request(&self, limit: u32) -> ClaimRequest {
+        let kinds = self.registry.kinds();
+        let lease_ms_by_kind = kinds
+            .iter()
+            .filter_map(|k| {
+                self.registry
+                    .policy(k)
+                    .map(|p| (k.clone(), p.lease.as_millis() as i64))
+            })
+            .collect();
+        ClaimRequest {
+            lease_token: uuid::Uuid::new_v4().simple().to_string(),
+            holder: self.config.holder.clone(),
+            limit,
+            kinds,
+            lease_ms_by_kind,
+            default_lease_ms: 60_000,
+        }
+    }
+
+    /// Runs until `shutdown` is cancelled, then drains.
+    pub async fn run(self, shutdown: CancellationToken) -> DrainReport {
+        let concurrency = self.config.concurrency.max(1);
+        let slots = Arc::new(Semaphore::new(concurrency));
+        let in_flight: InFlight = Arc::new(Mutex::new(HashMap::new()));
+        let (finished_tx, finished_rx) = mpsc::channel::<Finished>(concurrency * 2);
+
+        let settler = tokio::spawn(settle_loop(
+            self.store.clone(),
+            self.metrics.clone(),
+            in_flight.clone(),
+            finished_rx,
+        ));
+        let heartbeat_stop = CancellationToken::new();
+        let heartbeat = tokio::spawn(heartbeat_loop(
+            self.store.clone(),
+            self.registry.clone(),
+            in_flight.clone(),
+            heartbeat_stop.clone(),
+        ));
+
+        while !shutdown.is_cancelled() {
+            // Wait for at least one free slot, then claim as many as are free.
+            let first = tokio::select! {
+                permit = slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
+                _ = shutdown.cancelled() => break,
+            };
+            let free = slots.available_permits() + 1;
+            let limit = free.min(self.config.batch_size as usize) as u32;
+            let request = self.claim_request(limit);
+            let claimed = match self.store.claim(&request).await {
+                Ok(events) => events,
+                Err(err) => {
+                    tracing::warn!(error = %err, "claim failed; will retry");
+                    drop(first);
+                    self.idle(&shutdown).await;
+                    continue;
+                }
+            };
+            if claimed.is_empty() {
+                drop(first);
+                self.idle(&shutdown).await;
+                continue;
+            }
+            let mut permits = vec![first];
+            if claimed.len() > 1 {
+                // The claim never exceeds the free slots, so these are immediate.
+                match slots
+                    .clone()
+                    .acquire_many_owned(claimed.len() as u32 - 1)
+                    .await
+                {
+                    Ok(mut many) => {
+                        for _ in 1..claimed.len() {
+                            if let Some(one) = many.split(1) {
+                                permits.push(one);
+                            }
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            {
+                let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+                for event in &claimed {
+                    map.entry((event.lease_token.clone(), event.kind.clone()))
+                        .or_default()
+                        .insert(event.event_id.clone());
+                }
+            }
+            for (event, permit) in claimed.into_iter().zip(permits) {
+                let registry = self.registry.clone();
+                let tx = finished_tx.clone();
+                let holder = self.config.holder.clone();
+                let metrics = self.metrics.clone();
+                tokio::spawn(async move {
+                    let finished = run_one(&registry, &metrics, &holder, event, permit).await;
+                    let _ = tx.send(finished).await;
+                });
+            }
+        }
+
+        // Drain: no new claims; wait for every accepted event to settle.
+        let drained = tokio::time::timeout(
+            self.config.drain_deadline,
+            slots.acquire_many(concurrency as u32),
+        )
+        .await
+        .is_ok();
+        if !drained {
+            tracing::warn!(
+                "drain deadline passed with work in flight; its leases will expire and another worker will recover it"
+            );
+        }
+        drop(finished_tx);
+        if drained {
+            let _ = settler.await;
+        } else {
+            settler.abort();
+        }
+        heartbeat_stop.cancel();
+        let _ = heartbeat.await;
+        DrainReport { drained }
+    }
+
+    async fn idle(&self, shutdown: &CancellationToken) {
+        tokio::select! {
+            _ = self.wake.notified() => {},
+            _ = tokio::time::sleep(self.config.poll_interval) => {},
+            _ = shutdown.cancelled() => {},
+        }
+    }
+}
+
+async fn run_one(
+    registry: &Registry,
+    metrics: &Metrics,
+    holder: &str,
+    event: ClaimedEvent,
+    permit: OwnedSemaphorePermit,
+) -> Finished {
+    let started_at_ms = now_ms();
+    let started = Instant::now();
+    let (outcome, settle) = match registry.get(&event.kind) {
+        Some(registration) => {
+            let handler = registration.handler.clone();
+            let claimed = event.clone();
+            // A panicking handler is a failed attempt, not a dead worker.
+            let outcome = match tokio::spawn(async move { handler.handle(&claimed).await }).await {
+                Ok(outcome) => outcome,
+                Err(join) => Outcome::Retryable {
+                    error: format!("handler crashed: {join}"),
+                    status_code: None,
+                    retry_after: None,
+                },
+            };
+            let settle = outcome.settle(&event, &registration.policy);
+            (outcome, settle)
+        }
+        None => {
+            let outcome = Outcome::Permanent {
+                error: format!("no handler for kind {:?}", event.kind),
+                status_code: None,
+            };
+            (outcome, Settle::Failed { exhausted: false })
+        }
+    };
+    metrics.record_attempt(
+        &event.kind,
+        settle.outcome_label(),
+        started.elapsed().as_secs_f64(),
+    );
+    Finished {
+        outcome_error: outcome.error().map(str::to_string),
+        settlement: Settlement {
+            status_code: outcome.status_code(),
+            error: outcome.error().map(str::to_string),
+            event_id: event.event_id,
+            kind: event.kind,
+            lease_token: event.lease_token,
+            attempt: event.attempts,
+            cycle: event.cycle,
+            worker: holder.to_string(),
+            started_at_ms,
+            finished_at_ms: now_ms(),
+            settle,
+        },
+        _permit: permit,
+    }
+}
+
+/// Settles finished attempts in batches: whatever has arrived is written together.
+async fn settle_loop(
+    store: Arc<dyn OutboxStore>,
+    metrics: Arc<Metrics>,
+    in_flight: InFlight,
+    mut finished: mpsc::Receiver<Finished>,
+) {
+    const MAX_BATCH: usize = 512;
+    while let Some(first) = finished.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match finished.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        let settlements: Vec<Settlement> = batch.iter().map(|f| f.settlement.clone()).collect();
+        let mut accepted = None;
+        for attempt in 1..=SETTLE_TRIES {
+            match store.settle(&settlements).await {
+                Ok(result) => {
+                    accepted = Some(result);
+                    break;
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, attempt, "settling a batch failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
+                }
+            }
+        }
+        let accepted = accepted.unwrap_or_else(|| {
+            tracing::error!(
+                events = settlements.len(),
+                "could not settle a batch; its leases will expire and the events will be recovered"
+            );
+            vec![false; settlements.len()]
+        });
+        {
+            let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            for s in &settlements {
+                let key = (s.lease_token.clone(), s.kind.clone());
+                if let Some(ids) = map.get_mut(&key) {
+                    ids.remove(&s.event_id);
+                    if ids.is_empty() {
+                        map.remove(&key);
+                    }
+                }
+            }
+        }
+        for ((s, ok), f) in settlements.iter().zip(accepted).zip(&batch) {
+            if !ok {
+                tracing::warn!(event_id = %s.event_id, kind = %s.kind,
+                    "lease lost before the result was recorded; result dropped");
+                continue;
+            }
+            if let Settle::Failed { exhausted } = s.settle {
+                metrics.record_exhausted(&s.kind);
+                tracing::error!(
+                    event_id = %s.event_id,
+                    kind = %s.kind,
+                    attempts = s.attempt,
+                    exhausted,
+                    error = f.outcome_error.as_deref().unwrap_or(""),
+                    "OPERATOR_ALERT: event failed and was dead-lettered; retry it from the console once the cause is fixed"
+                );
+            }
+        }
+        drop(batch);
+    }
+}
+
+/// Renews the leases of running handlers at a third of each kind's lease.
+async fn heartbeat_loop(
+    store: Arc<dyn OutboxStore>,
+    registry: Arc<Registry>,
+    in_flight: InFlight,
+    stop: CancellationToken,
+) {
+    let shortest = registry
+        .kinds()
+        .iter()
+        .filter_map(|k| registry.policy(k).map(|p| p.lease))
+        .min()
+        .unwrap_or(Duration::from_secs(60));
+    let period = (shortest / 3).max(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {},
+            _ = stop.cancelled() => return,
+        }
+        let held: Vec<((String, String), Vec<String>)> = {
+            let map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            map.iter()
+                .map(|(k, ids)| (k.clone(), ids.iter().cloned().collect()))
+                .collect()
+        };
+        for ((token, kind), ids) in held {
+            let lease_ms = registry
+                .policy(&kind)
+                .map(|p| p.lease.as_millis() as i64)
+                .unwrap_or(60_000);
+            match store.renew(&token, &ids, lease_ms).await {
+                Ok(renewed) if (renewed as usize) < ids.len() => {
+                    tracing::warn!(kind = %kind, lost = ids.len() - renewed as usize,
+                        "some leases were lost while their handlers ran");
+                }
+                Ok(_) => {}
+                Err(err) => tracing::warn!(error = %err, "lease renewal failed"),
+            }
+        }
+    }
+}

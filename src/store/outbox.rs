@@ -1,0 +1,683 @@
+//! The durable outbox on SQL: enqueue, claim, renew, settle, sweep, manual retry.
+//!
+//! Every state change is one conditional statement. Writes by a worker are fenced
+//! on `event_id`, `lease_token`, `status = 'processing'` and an unexpired lease
+//! (by the store's clock): zero rows means the lease was lost and the result is
+//! dropped.
+
+use app::dto::DeliveryStatus;
+use async_trait::async_trait;
+use sqlx::any::AnyRow;
+use sqlx::{Any, Transaction};
+
+use super::engine::placeholders;
+use super::ports::{ClaimRequest, ManualRetry, OutboxStore, SweepReport, WriteTx};
+use super::row::{int, opt_text, text};
+use super::{SqlStore, StoreError};
+use crate::outbox::model::{
+    bound_error, dead_letter_id, AttemptRecord, ClaimedEvent, EventRecord, NewEvent, OutboxStats,
+    RetryRefusal, Settle, Settlement, StatsRow,
+};
+
+const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
+     status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, lease_token, lease_holder, \
+     lease_expires_at, last_error, last_status_code, created_at, updated_at, completed_at, failed_at, \
+     alerted_at, uncertain_at, dead_letter_id";
+
+/// The fence every worker write carries.
+const FENCE: &str = "lease_token = ? AND status = 'processing' AND lease_expires_at > ";
+
+fn opt_int(row: &AnyRow, column: &str) -> Result<Option<i64>, StoreError> {
+    Ok(sqlx::Row::try_get::<Option<i64>, _>(row, column)?)
+}
+
+fn event_from_row(row: &AnyRow) -> Result<EventRecord, StoreError> {
+    let status = text(row, "status")?;
+    Ok(EventRecord {
+        event_id: text(row, "event_id")?,
+        source: text(row, "source")?,
+        kind: text(row, "kind")?,
+        parent_type: text(row, "parent_type")?,
+        parent_id: text(row, "parent_id")?,
+        payload: text(row, "payload")?,
+        redeliverable: int(row, "redeliverable")? != 0,
+        status: DeliveryStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("event status {status:?}")))?,
+        attempts: int(row, "attempts")?,
+        cycle: int(row, "cycle")?,
+        cycle_attempts: int(row, "cycle_attempts")?,
+        max_attempts: int(row, "max_attempts")?,
+        next_attempt_at: int(row, "next_attempt_at")?,
+        lease_token: opt_text(row, "lease_token")?,
+        lease_holder: opt_text(row, "lease_holder")?,
+        lease_expires_at: opt_int(row, "lease_expires_at")?,
+        last_error: opt_text(row, "last_error")?,
+        last_status_code: opt_int(row, "last_status_code")?,
+        created_at: int(row, "created_at")?,
+        updated_at: int(row, "updated_at")?,
+        completed_at: opt_int(row, "completed_at")?,
+        failed_at: opt_int(row, "failed_at")?,
+        alerted_at: opt_int(row, "alerted_at")?,
+        uncertain_at: opt_int(row, "uncertain_at")?,
+        dead_letter_id: opt_text(row, "dead_letter_id")?,
+    })
+}
+
+fn claimed_from_row(row: &AnyRow) -> Result<ClaimedEvent, StoreError> {
+    Ok(ClaimedEvent {
+        event_id: text(row, "event_id")?,
+        source: text(row, "source")?,
+        kind: text(row, "kind")?,
+        parent_type: text(row, "parent_type")?,
+        parent_id: text(row, "parent_id")?,
+        payload: text(row, "payload")?,
+        redeliverable: int(row, "redeliverable")? != 0,
+        attempts: int(row, "attempts")?,
+        cycle: int(row, "cycle")?,
+        cycle_attempts: int(row, "cycle_attempts")?,
+        max_attempts: int(row, "max_attempts")?,
+        lease_token: text(row, "lease_token")?,
+    })
+}
+
+impl SqlStore {
+    /// `lease_expires_at` for a claim: each kind's own lease duration.
+    fn lease_expiry_sql(&self, request: &ClaimRequest) -> String {
+        let mut sql = format!("{} + CASE kind", self.engine.now_ms());
+        for _ in &request.lease_ms_by_kind {
+            sql.push_str(" WHEN ? THEN ?");
+        }
+        sql.push_str(" ELSE ? END");
+        sql
+    }
+
+    async fn claim_where(
+        &self,
+        request: &ClaimRequest,
+        filter: &str,
+        recheck: &str,
+        order: &str,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let now = self.engine.now_ms();
+        let set = format!(
+            "status = 'processing', lease_token = ?, lease_holder = ?, lease_expires_at = {}, \
+             attempts = attempts + 1, cycle_attempts = cycle_attempts + 1, updated_at = {now}",
+            self.lease_expiry_sql(request)
+        );
+        let filter = format!(
+            "{filter} AND kind IN ({})",
+            placeholders(request.kinds.len())
+        );
+        let sql = self
+            .engine
+            .limited_update("outbox_events", &set, &filter, recheck, order, limit);
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql)
+            .bind(&request.lease_token)
+            .bind(&request.holder);
+        for (kind, lease_ms) in &request.lease_ms_by_kind {
+            query = query.bind(kind).bind(*lease_ms);
+        }
+        query = query.bind(request.default_lease_ms);
+        for kind in &request.kinds {
+            query = query.bind(kind);
+        }
+        Ok(query.execute(&self.pool).await?.rows_affected())
+    }
+
+    async fn write_attempts(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        accepted: &[&Settlement],
+    ) -> Result<(), StoreError> {
+        if accepted.is_empty() {
+            return Ok(());
+        }
+        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        // Insert-if-absent: a replayed settlement (lost acknowledgement) logs once.
+        let sql = format!(
+            "INSERT INTO outbox_attempts (event_id, attempt, cycle, started_at, finished_at, outcome, status_code, error, worker) VALUES {} {}",
+            vec![row; accepted.len()].join(", "),
+            self.engine.insert_if_absent_tail("event_id, attempt")
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        for s in accepted {
+            query = query
+                .bind(&s.event_id)
+                .bind(s.attempt)
+                .bind(s.cycle)
+                .bind(s.started_at_ms)
+                .bind(s.finished_at_ms)
+                .bind(s.settle.outcome_label())
+                .bind(s.status_code.map(i64::from))
+                .bind(s.error.as_deref().map(bound_error))
+                .bind(&s.worker);
+        }
+        query.execute(&mut **tx).await?;
+        Ok(())
+    }
+
+    /// Completes every settlement in `group` (same token and status code) in one
+    /// statement; returns which were accepted.
+    async fn complete_group(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        group: &[&Settlement],
+    ) -> Result<Vec<bool>, StoreError> {
+        let now = self.engine.now_ms();
+        let first = group[0];
+        let ids = placeholders(group.len());
+        let sql = format!(
+            "UPDATE outbox_events SET status = 'completed', completed_at = {now}, updated_at = {now}, \
+             lease_expires_at = NULL, last_status_code = ?, last_error = NULL \
+             WHERE event_id IN ({ids}) AND {FENCE}{now}"
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql).bind(first.status_code.map(i64::from));
+        for s in group {
+            query = query.bind(&s.event_id);
+        }
+        let affected = query
+            .bind(&first.lease_token)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+        if affected as usize == group.len() {
+            return Ok(vec![true; group.len()]);
+        }
+        // Some leases were lost: find out which events stand completed under this
+        // lease (now, or by an earlier try of this same settlement).
+        let sql = format!(
+            "SELECT event_id FROM outbox_events WHERE event_id IN ({ids}) AND lease_token = ? AND status = 'completed'"
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        for s in group {
+            query = query.bind(&s.event_id);
+        }
+        let rows = query.bind(&first.lease_token).fetch_all(&mut **tx).await?;
+        let done: std::collections::HashSet<String> = rows
+            .iter()
+            .map(|r| text(r, "event_id"))
+            .collect::<Result<_, _>>()?;
+        Ok(group.iter().map(|s| done.contains(&s.event_id)).collect())
+    }
+
+    /// Moves one event out of `processing` as `settlement` says; false if the lease was lost.
+    async fn settle_one(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        s: &Settlement,
+    ) -> Result<bool, StoreError> {
+        let now = self.engine.now_ms();
+        let error = s.error.as_deref().map(bound_error);
+        let code = s.status_code.map(i64::from);
+        let fence = format!("event_id = ? AND {FENCE}{now}");
+        let affected = match &s.settle {
+            Settle::Completed => unreachable!("completions are settled in groups"),
+            Settle::Retry { delay_ms } => {
+                let sql = format!(
+                    "UPDATE outbox_events SET status = 'pending', next_attempt_at = {now} + ?, \
+                     last_error = ?, last_status_code = ?, lease_token = NULL, lease_holder = NULL, \
+                     lease_expires_at = NULL, updated_at = {now} WHERE {fence}"
+                );
+                sqlx::query(&self.engine.sql(&sql))
+                    .bind(*delay_ms)
+                    .bind(error)
+                    .bind(code)
+                    .bind(&s.event_id)
+                    .bind(&s.lease_token)
+                    .execute(&mut **tx)
+                    .await?
+                    .rows_affected()
+            }
+            Settle::Failed { .. } => {
+                let dead_letter = dead_letter_id(&s.event_id);
+                let sql = format!(
+                    "UPDATE outbox_events SET status = 'failed', failed_at = {now}, alerted_at = {now}, \
+                     last_error = ?, last_status_code = ?, lease_expires_at = NULL, dead_letter_id = ?, \
+                     updated_at = {now} WHERE {fence}"
+                );
+                let affected = sqlx::query(&self.engine.sql(&sql))
+                    .bind(error.clone())
+                    .bind(code)
+                    .bind(&dead_letter)
+                    .bind(&s.event_id)
+                    .bind(&s.lease_token)
+                    .execute(&mut **tx)
+                    .await?
+                    .rows_affected();
+                if affected == 1 {
+                    self.write_dead_letter(
+                        tx,
+                        &dead_letter,
+                        &s.event_id,
+                        &s.kind,
+                        error.as_deref(),
+                    )
+                    .await?;
+                }
+                affected
+            }
+            Settle::Skipped => {
+                let sql = format!(
+                    "UPDATE outbox_events SET status = 'skipped', last_error = ?, last_status_code = ?, \
+                     lease_expires_at = NULL, updated_at = {now} WHERE {fence}"
+                );
+                sqlx::query(&self.engine.sql(&sql))
+                    .bind(error)
+                    .bind(code)
+                    .bind(&s.event_id)
+                    .bind(&s.lease_token)
+                    .execute(&mut **tx)
+                    .await?
+                    .rows_affected()
+            }
+            Settle::Uncertain => {
+                let sql = format!(
+                    "UPDATE outbox_events SET status = 'uncertain', uncertain_at = {now}, last_error = ?, \
+                     last_status_code = ?, lease_expires_at = NULL, updated_at = {now} WHERE {fence}"
+                );
+                sqlx::query(&self.engine.sql(&sql))
+                    .bind(error)
+                    .bind(code)
+                    .bind(&s.event_id)
+                    .bind(&s.lease_token)
+                    .execute(&mut **tx)
+                    .await?
+                    .rows_affected()
+            }
+        };
+        Ok(affected == 1)
+    }
+
+    async fn write_dead_letter(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        id: &str,
+        event_id: &str,
+        kind: &str,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO outbox_dead_letters (id, event_id, kind, reason, created_at) VALUES (?, ?, ?, ?, {}) {}",
+            self.engine.now_ms(),
+            self.engine.upsert_tail("id", &["reason", "created_at"])
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(id)
+            .bind(event_id)
+            .bind(kind)
+            .bind(reason.unwrap_or("failed"))
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Expired in-flight leases that must not be delivered again automatically:
+    /// non-redeliverable kinds become `uncertain`; redeliverable ones whose cycle is
+    /// spent become `failed`. Each row is re-checked by its own lease token, so an
+    /// event that completed in the meantime is never overwritten.
+    async fn sweep_candidates(
+        &self,
+        condition: &str,
+        limit: u32,
+    ) -> Result<Vec<(String, String, String)>, StoreError> {
+        let sql = format!(
+            "SELECT event_id, kind, lease_token FROM outbox_events WHERE status = 'processing' \
+             AND lease_expires_at <= {} AND {condition} ORDER BY lease_expires_at LIMIT {limit}",
+            self.engine.now_ms()
+        );
+        let rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    text(r, "event_id")?,
+                    text(r, "kind")?,
+                    text(r, "lease_token")?,
+                ))
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl OutboxStore for SqlStore {
+    async fn begin_write(&self) -> Result<WriteTx, StoreError> {
+        Ok(self.pool.begin_with(self.engine.begin_write()).await?)
+    }
+
+    async fn enqueue_in(&self, tx: &mut WriteTx, event: &NewEvent) -> Result<(), StoreError> {
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "INSERT INTO outbox_events (event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
+             status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, 1, 0, ?, {now} + ?, {now}, {now}) {}",
+            self.engine.insert_if_absent_tail("event_id")
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(&event.event_id)
+            .bind(event.source.as_str())
+            .bind(&event.kind)
+            .bind(&event.parent_type)
+            .bind(&event.parent_id)
+            .bind(&event.payload)
+            .bind(i64::from(event.redeliverable))
+            .bind(i64::from(event.max_attempts.max(1)))
+            .bind(event.delay_ms.max(0))
+            .execute(&mut **tx)
+            .await?;
+        if self.engine == super::Engine::Postgres {
+            // Delivered to listeners when (and only if) the transaction commits.
+            sqlx::query("SELECT pg_notify('herald_outbox', '')")
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<ClaimedEvent>, StoreError> {
+        if request.kinds.is_empty() || request.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let now = self.engine.now_ms();
+        // Expired leases of redeliverable events first: they are the oldest owed work.
+        let reclaimed = self
+            .claim_where(
+                request,
+                &format!(
+                    "status = 'processing' AND lease_expires_at <= {now} AND redeliverable = 1 \
+                     AND cycle_attempts < max_attempts"
+                ),
+                &format!("status = 'processing' AND lease_expires_at <= {now}"),
+                "lease_expires_at",
+                request.limit,
+            )
+            .await?;
+        let remaining = request.limit.saturating_sub(reclaimed as u32);
+        if remaining > 0 {
+            self.claim_where(
+                request,
+                &format!("status = 'pending' AND next_attempt_at <= {now}"),
+                &format!("status = 'pending' AND next_attempt_at <= {now}"),
+                "next_attempt_at",
+                remaining,
+            )
+            .await?;
+        }
+        let sql = "SELECT event_id, source, kind, parent_type, parent_id, payload, redeliverable, attempts, \
+             cycle, cycle_attempts, max_attempts, lease_token FROM outbox_events \
+             WHERE status = 'processing' AND lease_token = ?";
+        let rows = sqlx::query(&self.engine.sql(sql))
+            .bind(&request.lease_token)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(claimed_from_row).collect()
+    }
+
+    async fn renew(
+        &self,
+        lease_token: &str,
+        event_ids: &[String],
+        lease_ms: i64,
+    ) -> Result<u64, StoreError> {
+        if event_ids.is_empty() {
+            return Ok(0);
+        }
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "UPDATE outbox_events SET lease_expires_at = {now} + ?, updated_at = {now} \
+             WHERE event_id IN ({}) AND {FENCE}{now}",
+            placeholders(event_ids.len())
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql).bind(lease_ms);
+        for id in event_ids {
+            query = query.bind(id);
+        }
+        Ok(query
+            .bind(lease_token)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
+    }
+
+    async fn settle(&self, batch: &[Settlement]) -> Result<Vec<bool>, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let mut accepted = vec![false; batch.len()];
+        // Completions share one statement per (lease token, status code).
+        let mut groups: Vec<((&str, Option<u16>), Vec<usize>)> = Vec::new();
+        for (i, s) in batch.iter().enumerate() {
+            if s.settle == Settle::Completed {
+                let key = (s.lease_token.as_str(), s.status_code);
+                match groups.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, members)) => members.push(i),
+                    None => groups.push((key, vec![i])),
+                }
+            } else {
+                accepted[i] = self.settle_one(&mut tx, s).await?;
+            }
+        }
+        for (_, members) in &groups {
+            for chunk in members.chunks(500) {
+                let group: Vec<&Settlement> = chunk.iter().map(|&i| &batch[i]).collect();
+                let results = self.complete_group(&mut tx, &group).await?;
+                for (&i, ok) in chunk.iter().zip(results) {
+                    accepted[i] = ok;
+                }
+            }
+        }
+        let landed: Vec<&Settlement> = batch
+            .iter()
+            .zip(&accepted)
+            .filter_map(|(s, ok)| ok.then_some(s))
+            .collect();
+        for chunk in landed.chunks(500) {
+            self.write_attempts(&mut tx, chunk).await?;
+        }
+        tx.commit().await?;
+        Ok(accepted)
+    }
+
+    async fn sweep_expired(&self, limit: u32) -> Result<SweepReport, StoreError> {
+        let mut report = SweepReport::default();
+        let now = self.engine.now_ms();
+        for (event_id, kind, token) in self.sweep_candidates("redeliverable = 0", limit).await? {
+            let sql = format!(
+                "UPDATE outbox_events SET status = 'uncertain', uncertain_at = {now}, \
+                 last_error = 'the lease expired while the delivery was in flight; its outcome is unknown', \
+                 lease_expires_at = NULL, updated_at = {now} \
+                 WHERE event_id = ? AND lease_token = ? AND status = 'processing' AND lease_expires_at <= {now}"
+            );
+            let affected = sqlx::query(&self.engine.sql(&sql))
+                .bind(&event_id)
+                .bind(&token)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+            if affected == 1 {
+                report.uncertain.push((event_id, kind));
+            }
+        }
+        let spent = "redeliverable = 1 AND cycle_attempts >= max_attempts";
+        for (event_id, kind, token) in self.sweep_candidates(spent, limit).await? {
+            let mut tx = self.begin_write().await?;
+            let dead_letter = dead_letter_id(&event_id);
+            let reason = "the lease expired on the cycle's last attempt";
+            let sql = format!(
+                "UPDATE outbox_events SET status = 'failed', failed_at = {now}, alerted_at = {now}, \
+                 last_error = ?, lease_expires_at = NULL, dead_letter_id = ?, updated_at = {now} \
+                 WHERE event_id = ? AND lease_token = ? AND status = 'processing' AND lease_expires_at <= {now}"
+            );
+            let affected = sqlx::query(&self.engine.sql(&sql))
+                .bind(reason)
+                .bind(&dead_letter)
+                .bind(&event_id)
+                .bind(&token)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if affected == 1 {
+                self.write_dead_letter(&mut tx, &dead_letter, &event_id, &kind, Some(reason))
+                    .await?;
+                tx.commit().await?;
+                report.failed.push((event_id, kind));
+            } else {
+                tx.rollback().await?;
+            }
+        }
+        Ok(report)
+    }
+
+    async fn retry_event(
+        &self,
+        request: &ManualRetry,
+    ) -> Result<Result<(), RetryRefusal>, StoreError> {
+        let expected = request.expected_status;
+        match expected {
+            DeliveryStatus::Failed | DeliveryStatus::Skipped => {}
+            DeliveryStatus::Uncertain if request.allow_uncertain => {}
+            DeliveryStatus::Uncertain => {
+                return Ok(Err(RetryRefusal::UncertainNeedsAcknowledgement))
+            }
+            other => return Ok(Err(RetryRefusal::NotRetryable(other.as_str().to_string()))),
+        }
+        let now = self.engine.now_ms();
+        let mut tx = self.begin_write().await?;
+        let sql = format!(
+            "UPDATE outbox_events SET status = 'pending', cycle = cycle + 1, cycle_attempts = 0, \
+             next_attempt_at = {now}, lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, \
+             failed_at = NULL, alerted_at = NULL, uncertain_at = NULL, max_attempts = ?, updated_at = {now} \
+             WHERE event_id = ? AND kind = ? AND status = ?"
+        );
+        let affected = sqlx::query(&self.engine.sql(&sql))
+            .bind(i64::from(request.max_attempts.max(1)))
+            .bind(&request.event_id)
+            .bind(&request.kind)
+            .bind(expected.as_str())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if affected == 0 {
+            tx.rollback().await?;
+            let current = self.get_event(&request.event_id).await?;
+            return Ok(Err(match current {
+                None => RetryRefusal::NotFound(request.event_id.clone()),
+                Some(event) if event.kind != request.kind => RetryRefusal::KindMismatch {
+                    current: event.kind,
+                    expected: request.kind.clone(),
+                },
+                Some(event) => RetryRefusal::StatusChanged {
+                    current: event.status.as_str().to_string(),
+                    expected: expected.as_str().to_string(),
+                },
+            }));
+        }
+        let sql = format!(
+            "INSERT INTO outbox_audit (id, event_id, action, actor, from_status, acknowledged_duplicate_risk, at) \
+             VALUES (?, ?, 'retry', ?, ?, ?, {now})"
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(uuid::Uuid::now_v7().to_string())
+            .bind(&request.event_id)
+            .bind(&request.actor)
+            .bind(expected.as_str())
+            .bind(i64::from(
+                request.allow_uncertain && expected == DeliveryStatus::Uncertain,
+            ))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Ok(()))
+    }
+
+    async fn get_event(&self, event_id: &str) -> Result<Option<EventRecord>, StoreError> {
+        let sql = format!("SELECT {EVENT_COLUMNS} FROM outbox_events WHERE event_id = ?");
+        let row = sqlx::query(&self.engine.sql(&sql))
+            .bind(event_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(event_from_row).transpose()
+    }
+
+    async fn events_for_parent(
+        &self,
+        parent_type: &str,
+        parent_id: &str,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM outbox_events WHERE parent_type = ? AND parent_id = ? ORDER BY created_at, event_id"
+        );
+        let rows = sqlx::query(&self.engine.sql(&sql))
+            .bind(parent_type)
+            .bind(parent_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    async fn attempts(&self, event_id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
+        let rows = sqlx::query(&self.engine.sql(
+            "SELECT attempt, cycle, started_at, finished_at, outcome, status_code, error, worker \
+             FROM outbox_attempts WHERE event_id = ? ORDER BY attempt",
+        ))
+        .bind(event_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(AttemptRecord {
+                    attempt: int(r, "attempt")?,
+                    cycle: int(r, "cycle")?,
+                    started_at: int(r, "started_at")?,
+                    finished_at: int(r, "finished_at")?,
+                    outcome: text(r, "outcome")?,
+                    status_code: opt_int(r, "status_code")?,
+                    error: opt_text(r, "error")?,
+                    worker: text(r, "worker")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn dead_letter_count(&self, event_id: &str) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            &self
+                .engine
+                .sql("SELECT COUNT(*) FROM outbox_dead_letters WHERE event_id = ?"),
+        )
+        .bind(event_id)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    async fn stats(&self) -> Result<OutboxStats, StoreError> {
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "SELECT source, kind, status, COUNT(*) AS n, \
+             MIN(CASE WHEN status = 'pending' THEN created_at END) AS oldest_pending, \
+             COUNT(CASE WHEN status = 'processing' AND lease_expires_at <= {now} THEN 1 END) AS expired \
+             FROM outbox_events GROUP BY source, kind, status"
+        );
+        let rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
+        let rows = rows
+            .iter()
+            .map(|r| {
+                Ok(StatsRow {
+                    source: text(r, "source")?,
+                    kind: text(r, "kind")?,
+                    status: text(r, "status")?,
+                    count: int(r, "n")?,
+                    oldest_pending_created_at: opt_int(r, "oldest_pending")?,
+                    expired_leases: opt_int(r, "expired")?.unwrap_or(0),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let now_ms: i64 = sqlx::query_scalar(&format!("SELECT {now}"))
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(OutboxStats { rows, now_ms })
+    }
+}
