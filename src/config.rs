@@ -24,47 +24,87 @@ pub enum ConfigError {
     },
 }
 
-/// Settings as flags and environment variables; every one is optional here.
-#[derive(clap::Args, Debug, Default, Clone)]
-pub struct SettingsArgs {
-    /// TOML file with settings (keys as below, in snake_case).
-    #[arg(long, env = "HERALD_CONFIG", value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Database URL: sqlite://path, postgres://… or mysql://… [default: sqlite://data/herald.db]
-    #[arg(
-        long,
-        env = "HERALD_DATABASE_URL",
-        value_name = "URL",
-        hide_env_values = true
-    )]
-    pub database_url: Option<String>,
-    /// Maximum database connections in the pool [default: 8]
-    #[arg(long, env = "HERALD_DATABASE_MAX_CONNECTIONS", value_name = "N")]
-    pub database_max_connections: Option<u32>,
+/// Declares every setting once: as a flag with its `HERALD_*` variable, as a TOML
+/// key, and resolved with its default.
+macro_rules! settings {
+    ($( $(#[doc = $doc:literal])* $name:ident : $ty:ty = $default:expr, $env:literal; )*) => {
+        /// Settings as flags and environment variables; every one is optional here.
+        #[derive(clap::Args, Debug, Default, Clone)]
+        pub struct SettingsArgs {
+            /// TOML file with settings (keys as the flags, in snake_case)
+            #[arg(long, env = "HERALD_CONFIG", value_name = "FILE")]
+            pub config: Option<PathBuf>,
+            $( $(#[doc = $doc])* #[arg(long, env = $env, hide_env_values = true)] pub $name: Option<$ty>, )*
+        }
+
+        /// The same settings as read from the TOML file.
+        #[derive(Deserialize, Debug, Default)]
+        #[serde(deny_unknown_fields)]
+        struct FileSettings {
+            $( $name: Option<$ty>, )*
+        }
+
+        /// Resolved settings.
+        #[derive(Debug, Clone)]
+        pub struct Settings {
+            $( $(#[doc = $doc])* pub $name: $ty, )*
+        }
+
+        impl Settings {
+            fn merge(args: &SettingsArgs, file: FileSettings) -> Settings {
+                Settings {
+                    $( $name: args.$name.clone().or(file.$name).unwrap_or_else(|| $default), )*
+                }
+            }
+        }
+    };
+}
+
+settings! {
+    /// Jobs store URL: sqlite://PATH, postgres://… or mysql://… [default: sqlite://data/herald.db]
+    database_url: String = DEFAULT_DATABASE_URL.to_string(), "HERALD_DATABASE_URL";
+    /// Approvals store URL, when approvals live in another database [default: the jobs store]
+    approvals_database_url: String = String::new(), "HERALD_APPROVALS_DATABASE_URL";
+    /// Maximum database connections per store [default: 8]
+    database_max_connections: u32 = 8, "HERALD_DATABASE_MAX_CONNECTIONS";
     /// Address the console, API and metrics listen on [default: 127.0.0.1:3000]
-    #[arg(long, env = "HERALD_LISTEN", value_name = "ADDR")]
-    pub listen: Option<SocketAddr>,
+    listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 3000)), "HERALD_LISTEN";
     /// Folder holding the built console (pkg/ with the WASM bundle and CSS) [default: target/site]
-    #[arg(long, env = "HERALD_SITE_ROOT", value_name = "DIR")]
-    pub site_root: Option<PathBuf>,
+    site_root: PathBuf = PathBuf::from("target/site"), "HERALD_SITE_ROOT";
     /// Mark session cookies Secure (set when serving over HTTPS) [default: false]
-    #[arg(long, env = "HERALD_SECURE_COOKIES", value_name = "BOOL")]
-    pub secure_cookies: Option<bool>,
+    secure_cookies: bool = false, "HERALD_SECURE_COOKIES";
     /// Hours a console session lasts without activity [default: 12]
-    #[arg(long, env = "HERALD_SESSION_IDLE_HOURS", value_name = "HOURS")]
-    pub session_idle_hours: Option<u32>,
-    /// Failed logins allowed per user and client address in the window [default: 5]
-    #[arg(long, env = "HERALD_LOGIN_MAX_FAILURES", value_name = "N")]
-    pub login_max_failures: Option<u32>,
-    /// The failed-login window, in seconds [default: 900]
-    #[arg(long, env = "HERALD_LOGIN_WINDOW_SECS", value_name = "SECS")]
-    pub login_window_secs: Option<u64>,
+    session_idle_hours: u32 = 12, "HERALD_SESSION_IDLE_HOURS";
+    /// Failed sign-ins allowed per user and client address in the window [default: 5]
+    login_max_failures: u32 = 5, "HERALD_LOGIN_MAX_FAILURES";
+    /// The failed sign-in window, in seconds [default: 900]
+    login_window_secs: u64 = 900, "HERALD_LOGIN_WINDOW_SECS";
     /// Largest request body accepted, in bytes [default: 1048576]
-    #[arg(long, env = "HERALD_MAX_BODY_BYTES", value_name = "BYTES")]
-    pub max_body_bytes: Option<usize>,
+    max_body_bytes: usize = 1024 * 1024, "HERALD_MAX_BODY_BYTES";
     /// Log format: text or json [default: text]
-    #[arg(long, env = "HERALD_LOG_FORMAT", value_name = "FORMAT")]
-    pub log_format: Option<LogFormat>,
+    log_format: LogFormat = LogFormat::Text, "HERALD_LOG_FORMAT";
+    /// Handlers running at once per store [default: 64]
+    worker_concurrency: usize = 64, "HERALD_WORKER_CONCURRENCY";
+    /// Events claimed per statement [default: 256]
+    worker_batch_size: u32 = 256, "HERALD_WORKER_BATCH_SIZE";
+    /// How often idle workers look for due work, in milliseconds [default: 1000]
+    worker_poll_interval_ms: u64 = 1000, "HERALD_WORKER_POLL_INTERVAL_MS";
+    /// How long a claim holds an event before another worker may recover it, in seconds [default: 60]
+    lease_secs: u64 = 60, "HERALD_LEASE_SECS";
+    /// Sending attempts per automatic cycle [default: 6]
+    max_attempts: u32 = 6, "HERALD_MAX_ATTEMPTS";
+    /// First retry delay, in milliseconds [default: 5000]
+    initial_backoff_ms: u64 = 5_000, "HERALD_INITIAL_BACKOFF_MS";
+    /// Longest retry delay, in milliseconds [default: 600000]
+    max_backoff_ms: u64 = 600_000, "HERALD_MAX_BACKOFF_MS";
+    /// Add random jitter to retry delays [default: true]
+    backoff_jitter: bool = true, "HERALD_BACKOFF_JITTER";
+    /// On SIGTERM, how long to finish accepted work before exiting, in seconds [default: 30]
+    drain_deadline_secs: u64 = 30, "HERALD_DRAIN_DEADLINE_SECS";
+    /// How often the maintenance sweep and metrics refresh run, in milliseconds [default: 5000]
+    maintenance_interval_ms: u64 = 5_000, "HERALD_MAINTENANCE_INTERVAL_MS";
+    /// Timeout of one outbound delivery request, in milliseconds [default: 15000]
+    http_timeout_ms: u64 = 15_000, "HERALD_HTTP_TIMEOUT_MS";
 }
 
 #[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -75,37 +115,6 @@ pub enum LogFormat {
     Json,
 }
 
-/// The same settings as read from the TOML file.
-#[derive(Deserialize, Debug, Default)]
-#[serde(deny_unknown_fields)]
-struct FileSettings {
-    database_url: Option<String>,
-    database_max_connections: Option<u32>,
-    listen: Option<SocketAddr>,
-    site_root: Option<PathBuf>,
-    secure_cookies: Option<bool>,
-    session_idle_hours: Option<u32>,
-    login_max_failures: Option<u32>,
-    login_window_secs: Option<u64>,
-    max_body_bytes: Option<usize>,
-    log_format: Option<LogFormat>,
-}
-
-/// Resolved settings.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub database_url: String,
-    pub database_max_connections: u32,
-    pub listen: SocketAddr,
-    pub site_root: PathBuf,
-    pub secure_cookies: bool,
-    pub session_idle_hours: u32,
-    pub login_max_failures: u32,
-    pub login_window_secs: u64,
-    pub max_body_bytes: usize,
-    pub log_format: LogFormat,
-}
-
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/herald.db";
 
 impl Settings {
@@ -114,53 +123,30 @@ impl Settings {
             Some(path) => read_file(path)?,
             None => FileSettings::default(),
         };
-        let settings = Settings {
-            database_url: args
-                .database_url
-                .clone()
-                .or(file.database_url)
-                .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string()),
-            database_max_connections: args
-                .database_max_connections
-                .or(file.database_max_connections)
-                .unwrap_or(8),
-            listen: args
-                .listen
-                .or(file.listen)
-                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 3000))),
-            site_root: args
-                .site_root
-                .clone()
-                .or(file.site_root)
-                .unwrap_or_else(|| PathBuf::from("target/site")),
-            secure_cookies: args.secure_cookies.or(file.secure_cookies).unwrap_or(false),
-            session_idle_hours: args
-                .session_idle_hours
-                .or(file.session_idle_hours)
-                .unwrap_or(12),
-            login_max_failures: args
-                .login_max_failures
-                .or(file.login_max_failures)
-                .unwrap_or(5),
-            login_window_secs: args
-                .login_window_secs
-                .or(file.login_window_secs)
-                .unwrap_or(900),
-            max_body_bytes: args
-                .max_body_bytes
-                .or(file.max_body_bytes)
-                .unwrap_or(1024 * 1024),
-            log_format: args.log_format.or(file.log_format).unwrap_or_default(),
-        };
+        let settings = Settings::merge(args, file);
         settings.validate()?;
         Ok(settings)
     }
 
+    /// The approvals store's URL (the jobs store's unless set).
+    pub fn approvals_url(&self) -> &str {
+        if self.approvals_database_url.is_empty() {
+            &self.database_url
+        } else {
+            &self.approvals_database_url
+        }
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
-        crate::store::Engine::from_url(&self.database_url).map_err(|e| ConfigError::Invalid {
-            setting: "database_url",
-            message: e.to_string(),
-        })?;
+        for (setting, url) in [
+            ("database_url", self.database_url.as_str()),
+            ("approvals_database_url", self.approvals_url()),
+        ] {
+            crate::store::Engine::from_url(url).map_err(|e| ConfigError::Invalid {
+                setting,
+                message: e.to_string(),
+            })?;
+        }
         let positive = [
             (
                 "database_max_connections",
@@ -170,6 +156,15 @@ impl Settings {
             ("login_max_failures", self.login_max_failures as u64),
             ("login_window_secs", self.login_window_secs),
             ("max_body_bytes", self.max_body_bytes as u64),
+            ("worker_concurrency", self.worker_concurrency as u64),
+            ("worker_batch_size", self.worker_batch_size as u64),
+            ("worker_poll_interval_ms", self.worker_poll_interval_ms),
+            ("lease_secs", self.lease_secs),
+            ("max_attempts", self.max_attempts as u64),
+            ("initial_backoff_ms", self.initial_backoff_ms),
+            ("max_backoff_ms", self.max_backoff_ms),
+            ("maintenance_interval_ms", self.maintenance_interval_ms),
+            ("http_timeout_ms", self.http_timeout_ms),
         ];
         for (setting, value) in positive {
             if value == 0 {
@@ -178,6 +173,12 @@ impl Settings {
                     message: "must be greater than zero".into(),
                 });
             }
+        }
+        if self.max_backoff_ms < self.initial_backoff_ms {
+            return Err(ConfigError::Invalid {
+                setting: "max_backoff_ms",
+                message: "must not be below initial_backoff_ms".into(),
+            });
         }
         Ok(())
     }

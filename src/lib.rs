@@ -11,11 +11,13 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+pub mod channels;
 pub mod cli;
 pub mod config;
 pub mod console;
 pub mod http;
 pub mod outbox;
+pub mod runtime;
 pub mod server;
 pub mod service;
 pub mod store;

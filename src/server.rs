@@ -7,12 +7,15 @@ use std::time::Duration;
 use anyhow::Context;
 use app::dto::Role;
 use leptos::prelude::LeptosOptions;
+use tokio_util::sync::CancellationToken;
 
 use crate::auth::password::generate_password;
 use crate::auth::session_store::DbSessionStore;
 use crate::auth::throttle::LoginThrottle;
 use crate::config::Settings;
 use crate::http::{self, AppState};
+use crate::outbox::metrics::Metrics;
+use crate::runtime::Runtime;
 use crate::service::accounts::AccountService;
 use crate::service::runs::RunService;
 use crate::store::{SqlStore, StoreOptions};
@@ -49,12 +52,14 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     run(listener, settings, shutdown_signal()).await
 }
 
-/// Serves on `listener` until `shutdown` resolves.
+/// Serves on `listener` until `shutdown` resolves, then stops claiming work, drains
+/// what was accepted (up to the drain deadline) and returns.
 pub async fn run(
     listener: tokio::net::TcpListener,
     settings: Settings,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    install_crypto_provider();
     let store = open_store(&settings).await?;
     let accounts = account_service(&store, &settings);
     ensure_first_admin(&accounts).await?;
@@ -72,30 +77,47 @@ pub async fn run(
         );
     }
 
+    let metrics = Arc::new(Metrics::new());
+    let stop = CancellationToken::new();
+    let runtime = Runtime::start(&settings, &store, metrics.clone(), stop.clone()).await?;
+
     let state = AppState {
         leptos,
         runs: RunService::new(Arc::new(store.clone())),
         accounts,
         store: store.clone(),
+        metrics,
         settings: Arc::new(settings.clone()),
     };
     let sessions = DbSessionStore::new(Arc::new(store.clone()));
-    spawn_session_cleanup(sessions.clone());
+    spawn_session_cleanup(sessions.clone(), stop.clone());
     let app = http::router(state, sessions);
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, engine = store.engine().name(), "Herald is serving");
     println!("Herald console: http://{addr}/runs");
 
+    let stop_on_signal = stop.clone();
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown)
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        // Stop claiming at once; HTTP requests in flight still finish.
+        stop_on_signal.cancel();
+    })
     .await?;
+    stop.cancel();
+    runtime.drain().await;
     store.close().await;
     tracing::info!("Herald stopped");
     Ok(())
+}
+
+/// rustls needs one process-wide crypto provider; ring is the one compiled in.
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// On first start (no users), creates `admin` with the password from
@@ -124,11 +146,14 @@ async fn ensure_first_admin(accounts: &AccountService) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn spawn_session_cleanup(sessions: DbSessionStore) {
+fn spawn_session_cleanup(sessions: DbSessionStore, stop: CancellationToken) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(600));
         loop {
-            tick.tick().await;
+            tokio::select! {
+                _ = tick.tick() => {},
+                _ = stop.cancelled() => return,
+            }
             if let Err(err) = sessions.delete_expired().await {
                 tracing::warn!(error = %err, "expired session cleanup failed");
             }

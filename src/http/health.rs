@@ -25,3 +25,14 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
         )
     }
 }
+
+/// Prometheus text exposition.
+pub async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+}

@@ -27,6 +27,7 @@ use app::{shell, App};
 use crate::auth::session_store::DbSessionStore;
 use crate::config::Settings;
 use crate::console::Console;
+use crate::outbox::metrics::Metrics;
 use crate::service::accounts::AccountService;
 use crate::service::runs::RunService;
 use crate::store::SqlStore;
@@ -40,6 +41,7 @@ pub struct AppState {
     pub store: SqlStore,
     pub runs: RunService,
     pub accounts: AccountService,
+    pub metrics: Arc<Metrics>,
     pub settings: Arc<Settings>,
 }
 
@@ -71,6 +73,7 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
         .route("/", get(|| async { Redirect::to("/runs") }))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
         .route("/auth/login", post(auth::sign_in))
         .route("/auth/logout", post(auth::sign_out))
         .nest("/api/v1", api::router())

@@ -16,8 +16,8 @@ pub const SWEEP_BATCH: u32 = 500;
 pub struct Maintenance {
     pub store: Arc<dyn OutboxStore>,
     pub metrics: Arc<Metrics>,
-    /// The source label for availability and gauges.
-    pub source: &'static str,
+    /// The sources this store holds, for availability and gauges.
+    pub sources: Vec<&'static str>,
     pub interval: Duration,
 }
 
@@ -39,16 +39,22 @@ impl Maintenance {
                 }
             }
             Err(err) => {
-                tracing::warn!(error = %err, source = self.source, "maintenance sweep failed")
+                tracing::warn!(error = %err, "maintenance sweep failed")
             }
         }
         let stats = self.store.stats().await;
         match &stats {
-            Ok(stats) => self.metrics.refresh(self.source, stats, stats.now_ms),
-            Err(err) => tracing::warn!(error = %err, source = self.source, "outbox stats failed"),
+            Ok(stats) => {
+                for source in &self.sources {
+                    self.metrics.refresh(source, stats, stats.now_ms);
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "outbox stats failed"),
         }
         let available = swept.is_ok() && stats.is_ok();
-        self.metrics.set_available(self.source, available);
+        for source in &self.sources {
+            self.metrics.set_available(source, available);
+        }
         available
     }
 

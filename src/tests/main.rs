@@ -3,6 +3,7 @@
 
 mod support;
 
+mod crash;
 mod http_api;
 mod outbox_contract;
 mod store_contract;

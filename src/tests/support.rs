@@ -212,3 +212,149 @@ impl TestServer {
         self.stop_keep_db().await.drop_db().await;
     }
 }
+
+/// A real HTTP receiver on loopback that records every delivery it is sent.
+pub struct Receiver {
+    pub addr: SocketAddr,
+    state: std::sync::Arc<ReceiverState>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default)]
+pub struct ReceiverState {
+    /// Event ids in order of arrival (a redelivery appears again).
+    pub arrivals: std::sync::Mutex<Vec<String>>,
+    /// Event ids whose response was sent.
+    pub answered: std::sync::Mutex<Vec<String>>,
+    /// How long each request is held before the answer.
+    pub hold: std::sync::Mutex<std::time::Duration>,
+    /// Status to answer with.
+    pub status: std::sync::atomic::AtomicU16,
+}
+
+impl Receiver {
+    pub async fn start() -> Receiver {
+        use axum::routing::post;
+        let state = std::sync::Arc::new(ReceiverState::default());
+        state.status.store(200, std::sync::atomic::Ordering::SeqCst);
+        let shared = state.clone();
+        let app = axum::Router::new().route(
+            "/hook",
+            post(
+                move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                    let state = shared.clone();
+                    async move {
+                        let id = headers
+                            .get("x-herald-event-id")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_string();
+                        let json: serde_json::Value =
+                            serde_json::from_slice(&body).unwrap_or_default();
+                        assert_eq!(
+                            json["notification_event_id"],
+                            id.as_str(),
+                            "body and header agree"
+                        );
+                        state.arrivals.lock().unwrap().push(id.clone());
+                        let hold = *state.hold.lock().unwrap();
+                        tokio::time::sleep(hold).await;
+                        state.answered.lock().unwrap().push(id);
+                        axum::http::StatusCode::from_u16(
+                            state.status.load(std::sync::atomic::Ordering::SeqCst),
+                        )
+                        .unwrap()
+                    }
+                },
+            ),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Receiver { addr, state, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/hook", self.addr)
+    }
+
+    pub fn set_hold(&self, hold: std::time::Duration) {
+        *self.state.hold.lock().unwrap() = hold;
+    }
+
+    pub fn arrivals(&self) -> Vec<String> {
+        self.state.arrivals.lock().unwrap().clone()
+    }
+
+    pub fn answered(&self) -> Vec<String> {
+        self.state.answered.lock().unwrap().clone()
+    }
+
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+/// `herald serve` as a real child process.
+pub struct HeraldProcess {
+    pub child: std::process::Child,
+}
+
+impl HeraldProcess {
+    pub fn spawn(database_url: &str, extra: &[&str]) -> HeraldProcess {
+        let log = std::fs::File::create(std::env::temp_dir().join(format!(
+            "herald-child-{}.log",
+            uuid::Uuid::new_v4().simple()
+        )))
+        .unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+            .arg("serve")
+            .args(["--database-url", database_url, "--listen", "127.0.0.1:0"])
+            .args(["--site-root", std::env::temp_dir().to_str().unwrap()])
+            .args(extra)
+            .env("HERALD_ADMIN_PASSWORD", ADMIN_PASSWORD)
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn herald serve");
+        HeraldProcess { child }
+    }
+
+    /// SIGKILL: no drain, no goodbye.
+    pub fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        let _ = self.child.wait();
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGTERM, then the exit status within `within`.
+    pub fn terminate(mut self, within: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let pid = self.child.id().to_string();
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill -TERM");
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        None
+    }
+}
+
+impl Drop for HeraldProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,184 @@
+//! The outbox machinery of one `herald serve` process: a worker pool per store with
+//! handlers, a maintenance loop per store, and (on PostgreSQL) a LISTEN/NOTIFY
+//! wake-up so events committed by other nodes do not wait a poll interval.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::channels::webhook::WebhookHandler;
+use crate::config::Settings;
+use crate::outbox::handler::Registry;
+use crate::outbox::maintenance::Maintenance;
+use crate::outbox::metrics::Metrics;
+use crate::outbox::model::Source;
+use crate::outbox::policy::RetryPolicy;
+use crate::outbox::worker::{DrainReport, Worker, WorkerConfig};
+use crate::outbox::Outbox;
+use crate::store::{Engine, SqlStore, StoreOptions};
+
+/// Kinds and their sources (DESIGN §1).
+pub mod kinds {
+    pub const CALLBACK: &str = "callback";
+}
+
+pub struct Runtime {
+    /// The jobs store's outbox, for producers.
+    pub jobs: Outbox,
+    workers: Vec<JoinHandle<DrainReport>>,
+    background: Vec<JoinHandle<()>>,
+    extra_stores: Vec<SqlStore>,
+}
+
+pub fn retry_policy(settings: &Settings) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: settings.max_attempts,
+        initial_backoff: Duration::from_millis(settings.initial_backoff_ms),
+        max_backoff: Duration::from_millis(settings.max_backoff_ms),
+        jitter: settings.backoff_jitter,
+        lease: Duration::from_secs(settings.lease_secs),
+    }
+}
+
+/// The handlers of the jobs source.
+fn jobs_registry(settings: &Settings) -> anyhow::Result<Registry> {
+    let policy = retry_policy(settings);
+    let webhook = Arc::new(WebhookHandler::new(Duration::from_millis(
+        settings.http_timeout_ms,
+    ))?);
+    let mut registry = Registry::new();
+    registry.register(kinds::CALLBACK, Source::Jobs, policy, webhook);
+    Ok(registry)
+}
+
+impl Runtime {
+    pub async fn start(
+        settings: &Settings,
+        jobs_store: &SqlStore,
+        metrics: Arc<Metrics>,
+        stop: CancellationToken,
+    ) -> anyhow::Result<Runtime> {
+        let wake = Arc::new(Notify::new());
+        let jobs = Outbox::new(Arc::new(jobs_store.clone()), wake.clone());
+        let mut runtime = Runtime {
+            jobs: jobs.clone(),
+            workers: Vec::new(),
+            background: Vec::new(),
+            extra_stores: Vec::new(),
+        };
+
+        let worker = Worker::new(
+            jobs.store().clone(),
+            Arc::new(jobs_registry(settings)?),
+            metrics.clone(),
+            WorkerConfig {
+                batch_size: settings.worker_batch_size,
+                concurrency: settings.worker_concurrency,
+                poll_interval: Duration::from_millis(settings.worker_poll_interval_ms),
+                drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
+                ..WorkerConfig::default()
+            },
+            wake.clone(),
+        );
+        runtime.workers.push(tokio::spawn(worker.run(stop.clone())));
+
+        let interval = Duration::from_millis(settings.maintenance_interval_ms);
+        let separate_approvals = settings.approvals_url() != settings.database_url;
+        let jobs_sources = if separate_approvals {
+            vec![Source::Jobs.as_str()]
+        } else {
+            vec![Source::Jobs.as_str(), Source::Approvals.as_str()]
+        };
+        runtime.spawn_maintenance(jobs_store.clone(), jobs_sources, &metrics, interval, &stop);
+        if separate_approvals {
+            let approvals = SqlStore::open(&StoreOptions {
+                url: settings.approvals_url().to_string(),
+                max_connections: settings.database_max_connections,
+            })
+            .await?;
+            runtime.spawn_maintenance(
+                approvals.clone(),
+                vec![Source::Approvals.as_str()],
+                &metrics,
+                interval,
+                &stop,
+            );
+            runtime.extra_stores.push(approvals);
+        }
+        if jobs_store.engine() == Engine::Postgres {
+            runtime.background.push(tokio::spawn(listen_for_commits(
+                settings.database_url.clone(),
+                wake,
+                stop.clone(),
+            )));
+        }
+        Ok(runtime)
+    }
+
+    fn spawn_maintenance(
+        &mut self,
+        store: SqlStore,
+        sources: Vec<&'static str>,
+        metrics: &Arc<Metrics>,
+        interval: Duration,
+        stop: &CancellationToken,
+    ) {
+        let maintenance = Maintenance {
+            store: Arc::new(store),
+            metrics: metrics.clone(),
+            sources,
+            interval,
+        };
+        self.background
+            .push(tokio::spawn(maintenance.run(stop.clone())));
+    }
+
+    /// Waits for the workers to drain (the stop token must be cancelled first).
+    pub async fn drain(self) {
+        for worker in self.workers {
+            match worker.await {
+                Ok(report) if report.drained => tracing::info!("outbox workers drained"),
+                Ok(_) => tracing::warn!("outbox workers stopped before draining"),
+                Err(err) => tracing::error!(error = %err, "an outbox worker crashed"),
+            }
+        }
+        for task in self.background {
+            let _ = task.await;
+        }
+        for store in self.extra_stores {
+            store.close().await;
+        }
+    }
+}
+
+/// Wakes local workers when any node commits events (PostgreSQL NOTIFY is sent
+/// at commit by `enqueue_in`).
+async fn listen_for_commits(url: String, wake: Arc<Notify>, stop: CancellationToken) {
+    loop {
+        let listened = async {
+            let mut listener = sqlx::postgres::PgListener::connect(&url).await?;
+            listener.listen("herald_outbox").await?;
+            loop {
+                listener.recv().await?;
+                wake.notify_one();
+            }
+            #[allow(unreachable_code)]
+            Ok::<(), sqlx::Error>(())
+        };
+        tokio::select! {
+            result = listened => {
+                if let Err(err) = result {
+                    tracing::warn!(error = %err, "outbox LISTEN connection lost; polling until it is back");
+                }
+            }
+            _ = stop.cancelled() => return,
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {},
+            _ = stop.cancelled() => return,
+        }
+    }
+}

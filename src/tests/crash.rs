@@ -1,0 +1,199 @@
+//! Crash and drain, with real processes: `herald serve` is SIGKILLed mid-batch and
+//! restarted, or SIGTERMed with work in flight, against a real receiver on loopback.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use app::dto::DeliveryStatus;
+use herald::channels::webhook::WebhookPayload;
+use herald::outbox::model::{NewEvent, Source};
+use herald::store::ports::OutboxStore;
+use herald::store::{Engine, SqlStore};
+
+use crate::support::{HeraldProcess, Receiver, TestDb};
+
+fn callback(id: &str, url: &str) -> NewEvent {
+    NewEvent {
+        event_id: id.to_string(),
+        source: Source::Jobs,
+        kind: "callback".into(),
+        parent_type: "run".into(),
+        parent_id: "crash-test".into(),
+        payload: serde_json::to_string(&WebhookPayload {
+            url: url.to_string(),
+            body: serde_json::json!({ "run_id": "crash-test", "status": "succeeded" }),
+        })
+        .unwrap(),
+        redeliverable: true,
+        max_attempts: 6,
+        delay_ms: 0,
+    }
+}
+
+async fn enqueue_all(store: &SqlStore, events: &[NewEvent]) {
+    let mut tx = store.begin_write().await.unwrap();
+    for e in events {
+        store.enqueue_in(&mut tx, e).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
+async fn statuses(store: &SqlStore) -> HashMap<String, DeliveryStatus> {
+    store
+        .events_for_parent("run", "crash-test")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.event_id, e.status))
+        .collect()
+}
+
+async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn worker_flags(lease_secs: &'static str) -> Vec<&'static str> {
+    vec![
+        "--worker-concurrency",
+        "8",
+        "--worker-batch-size",
+        "8",
+        "--worker-poll-interval-ms",
+        "100",
+        "--lease-secs",
+        lease_secs,
+        "--maintenance-interval-ms",
+        "200",
+        "--initial-backoff-ms",
+        "100",
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_mid_batch_loses_nothing_and_redelivers_with_the_same_id() {
+    let db = TestDb::new(Engine::Sqlite).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    receiver.set_hold(Duration::from_millis(300));
+    let events: Vec<NewEvent> = (0..40)
+        .map(|i| callback(&format!("kill-{i:02}"), &receiver.url()))
+        .collect();
+    enqueue_all(&store, &events).await;
+
+    let herald = HeraldProcess::spawn(&db.url, &worker_flags("2"));
+    wait_for(
+        "deliveries in flight",
+        Duration::from_secs(30),
+        async || receiver.arrivals().len() >= 12,
+    )
+    .await;
+    herald.kill();
+    let at_kill = statuses(&store).await;
+    let arrived: HashSet<String> = receiver.arrivals().into_iter().collect();
+    let completed_at_kill: HashSet<String> = at_kill
+        .iter()
+        .filter(|(_, s)| **s == DeliveryStatus::Completed)
+        .map(|(id, _)| id.clone())
+        .collect();
+    let in_flight: HashSet<String> = arrived.difference(&completed_at_kill).cloned().collect();
+    assert!(
+        !in_flight.is_empty(),
+        "the kill landed with deliveries in flight"
+    );
+    assert!(
+        at_kill.values().any(|s| *s == DeliveryStatus::Pending),
+        "the kill landed mid-backlog"
+    );
+
+    let herald = HeraldProcess::spawn(&db.url, &worker_flags("2"));
+    wait_for(
+        "every event completed",
+        Duration::from_secs(60),
+        async || {
+            statuses(&store)
+                .await
+                .values()
+                .all(|s| *s == DeliveryStatus::Completed)
+        },
+    )
+    .await;
+    drop(herald);
+
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for id in receiver.arrivals() {
+        *seen.entry(id).or_default() += 1;
+    }
+    for event in &events {
+        assert!(
+            seen.contains_key(&event.event_id),
+            "{} was never delivered",
+            event.event_id
+        );
+    }
+    for id in &in_flight {
+        assert!(
+            seen[id] >= 2,
+            "{id} was in flight at the kill and must be redelivered under the same id"
+        );
+    }
+    for (id, count) in &seen {
+        if *count > 1 {
+            assert!(
+                in_flight.contains(id),
+                "{id} was delivered {count} times without having been in flight at the kill"
+            );
+        }
+    }
+    assert_eq!(seen.len(), 40);
+    receiver.stop();
+    store.close().await;
+    db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_drains_work_in_flight_then_exits_zero() {
+    let db = TestDb::new(Engine::Sqlite).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    receiver.set_hold(Duration::from_millis(1500));
+    let events: Vec<NewEvent> = (0..5)
+        .map(|i| callback(&format!("drain-{i}"), &receiver.url()))
+        .collect();
+    enqueue_all(&store, &events).await;
+
+    let mut flags = worker_flags("30");
+    flags.extend(["--drain-deadline-secs", "20"]);
+    let mut herald = HeraldProcess::spawn(&db.url, &flags);
+    wait_for("all five in flight", Duration::from_secs(30), async || {
+        receiver.arrivals().len() >= 5
+    })
+    .await;
+    assert!(herald.is_running());
+    let started = Instant::now();
+    let status = herald
+        .terminate(Duration::from_secs(25))
+        .expect("herald exits after draining");
+    assert!(status.success(), "exit status {status:?}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "it waited for the work in flight"
+    );
+
+    let after = statuses(&store).await;
+    assert!(
+        after.values().all(|s| *s == DeliveryStatus::Completed),
+        "{after:?}"
+    );
+    assert_eq!(receiver.arrivals().len(), 5, "nothing was sent twice");
+    assert_eq!(receiver.answered().len(), 5);
+    receiver.stop();
+    store.close().await;
+    db.drop_db().await;
+}
