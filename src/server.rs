@@ -59,7 +59,6 @@ pub async fn run(
     settings: Settings,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    install_crypto_provider();
     let store = open_store(&settings).await?;
     let accounts = account_service(&store, &settings);
     ensure_first_admin(&accounts).await?;
@@ -113,11 +112,6 @@ pub async fn run(
     store.close().await;
     tracing::info!("Herald stopped");
     Ok(())
-}
-
-/// rustls needs one process-wide crypto provider; ring is the one compiled in.
-fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// On first start (no users), creates `admin` with the password from

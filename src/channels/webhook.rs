@@ -26,6 +26,7 @@ pub struct WebhookHandler {
 
 impl WebhookHandler {
     pub fn new(timeout: Duration) -> Result<Self, reqwest::Error> {
+        super::install_crypto_provider();
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))

@@ -139,6 +139,7 @@ impl TestServer {
 
     /// Starts a server on an existing database (for restart tests).
     pub async fn start_on(db: TestDb, tweak: impl FnOnce(&mut SettingsArgs)) -> TestServer {
+        herald::channels::install_crypto_provider();
         let mut args = SettingsArgs {
             database_url: Some(db.url.clone()),
             listen: Some("127.0.0.1:0".parse().unwrap()),
