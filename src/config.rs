@@ -27,7 +27,12 @@ pub enum ConfigError {
 /// Declares every setting once: as a flag with its `HERALD_*` variable, as a TOML
 /// key, and resolved with its default.
 macro_rules! settings {
-    ($( $(#[doc = $doc:literal])* $name:ident : $ty:ty = $default:expr, $env:literal; )*) => {
+    (
+        file_only {
+            $( $(#[doc = $fdoc:literal])* $fname:ident : $fty:ty = $fdefault:expr; )*
+        }
+        $( $(#[doc = $doc:literal])* $name:ident : $ty:ty = $default:expr, $env:literal; )*
+    ) => {
         /// Settings as flags and environment variables; every one is optional here.
         #[derive(clap::Args, Debug, Default, Clone)]
         pub struct SettingsArgs {
@@ -42,18 +47,21 @@ macro_rules! settings {
         #[serde(deny_unknown_fields)]
         struct FileSettings {
             $( $name: Option<$ty>, )*
+            $( $fname: Option<$fty>, )*
         }
 
         /// Resolved settings.
         #[derive(Debug, Clone)]
         pub struct Settings {
             $( $(#[doc = $doc])* pub $name: $ty, )*
+            $( $(#[doc = $fdoc])* pub $fname: $fty, )*
         }
 
         impl Settings {
             fn merge(args: &SettingsArgs, file: FileSettings) -> Settings {
                 Settings {
                     $( $name: args.$name.clone().or(file.$name).unwrap_or_else(|| $default), )*
+                    $( $fname: file.$fname.unwrap_or_else(|| $fdefault), )*
                 }
             }
         }
@@ -61,6 +69,10 @@ macro_rules! settings {
 }
 
 settings! {
+    file_only {
+        /// Named delivery routes ([[routes]] tables in the config file)
+        routes: Vec<RouteConfig> = Vec::new();
+    }
     /// Jobs store URL: sqlite://PATH, postgres://… or mysql://… [default: sqlite://data/herald.db]
     database_url: String = DEFAULT_DATABASE_URL.to_string(), "HERALD_DATABASE_URL";
     /// Approvals store URL, when approvals live in another database [default: the jobs store]
@@ -105,6 +117,38 @@ settings! {
     maintenance_interval_ms: u64 = 5_000, "HERALD_MAINTENANCE_INTERVAL_MS";
     /// Timeout of one outbound delivery request, in milliseconds [default: 15000]
     http_timeout_ms: u64 = 15_000, "HERALD_HTTP_TIMEOUT_MS";
+    /// Non-public networks deliveries may reach, e.g. "127.0.0.0/8,::1" [default: none]
+    destination_allowlist: String = String::new(), "HERALD_DESTINATION_ALLOWLIST";
+    /// Signing secret of run callbacks, by reference: env:NAME or file:/path [default: env:HERALD_WEBHOOK_SECRET]
+    callback_secret_ref: String = "env:HERALD_WEBHOOK_SECRET".to_string(), "HERALD_CALLBACK_SECRET_REF";
+    /// The route that is told about every event that ends failed [default: none]
+    dead_letter_route: String = String::new(), "HERALD_DEAD_LETTER_ROUTE";
+    /// Largest chat message part, in characters [default: 3000]
+    chat_max_chars: usize = 3_000, "HERALD_CHAT_MAX_CHARS";
+    /// Largest run result snapshot, in bytes of JSON [default: 262144]
+    max_result_bytes: usize = 256 * 1024, "HERALD_MAX_RESULT_BYTES";
+}
+
+/// A named, configured destination for run results (DESIGN §1 "delivery routes").
+#[derive(Deserialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    pub name: String,
+    pub channel: RouteChannel,
+    pub url: String,
+    /// Shown as the sender (chat) or in the body (webhook).
+    #[serde(default)]
+    pub brand: Option<String>,
+    /// Webhook signing secret by reference (env:NAME or file:/path).
+    #[serde(default)]
+    pub secret_ref: Option<String>,
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteChannel {
+    Webhook,
+    Chat,
 }
 
 #[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -165,6 +209,8 @@ impl Settings {
             ("max_backoff_ms", self.max_backoff_ms),
             ("maintenance_interval_ms", self.maintenance_interval_ms),
             ("http_timeout_ms", self.http_timeout_ms),
+            ("chat_max_chars", self.chat_max_chars as u64),
+            ("max_result_bytes", self.max_result_bytes as u64),
         ];
         for (setting, value) in positive {
             if value == 0 {
@@ -173,6 +219,52 @@ impl Settings {
                     message: "must be greater than zero".into(),
                 });
             }
+        }
+        crate::channels::guard::DestinationGuard::parse_allowlist(&self.destination_allowlist)
+            .map_err(|message| ConfigError::Invalid {
+                setting: "destination_allowlist",
+                message,
+            })?;
+        if !self.callback_secret_ref.is_empty() {
+            crate::channels::secrets::validate_reference(&self.callback_secret_ref).map_err(
+                |e| ConfigError::Invalid {
+                    setting: "callback_secret_ref",
+                    message: e.to_string(),
+                },
+            )?;
+        }
+        let mut names = std::collections::HashSet::new();
+        for route in &self.routes {
+            let invalid = |message: String| ConfigError::Invalid {
+                setting: "routes",
+                message,
+            };
+            if route.name.is_empty()
+                || !route
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(invalid(format!(
+                    "route name {:?} may hold only letters, digits, - and _",
+                    route.name
+                )));
+            }
+            if !names.insert(route.name.as_str()) {
+                return Err(invalid(format!("route {:?} is defined twice", route.name)));
+            }
+            crate::service::runs::validate_url("url", &route.url)
+                .map_err(|e| invalid(format!("route {:?}: {e}", route.name)))?;
+            if let Some(reference) = &route.secret_ref {
+                crate::channels::secrets::validate_reference(reference)
+                    .map_err(|e| invalid(format!("route {:?}: {e}", route.name)))?;
+            }
+        }
+        if !self.dead_letter_route.is_empty() && !names.contains(self.dead_letter_route.as_str()) {
+            return Err(ConfigError::Invalid {
+                setting: "dead_letter_route",
+                message: format!("no route is named {:?}", self.dead_letter_route),
+            });
         }
         if self.max_backoff_ms < self.initial_backoff_ms {
             return Err(ConfigError::Invalid {
@@ -238,6 +330,36 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("login_max_failures"), "{err}");
+    }
+
+    #[test]
+    fn routes_come_from_the_file_and_are_checked() {
+        let file = write(
+            "dead_letter_route = \"ops\"\n[[routes]]\nname = \"ops\"\nchannel = \"chat\"\nurl = \"https://chat.example.com/hook\"\nbrand = \"Acme\"\n",
+        );
+        let settings = Settings::resolve(&SettingsArgs {
+            config: Some(file.path().to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(settings.routes[0].channel, RouteChannel::Chat);
+        let file = write("dead_letter_route = \"nobody\"\n");
+        let err = Settings::resolve(&SettingsArgs {
+            config: Some(file.path().to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("dead_letter_route"), "{err}");
+        let file =
+            write("[[routes]]\nname = \"x\"\nchannel = \"pager\"\nurl = \"https://a.example\"\n");
+        let err = Settings::resolve(&SettingsArgs {
+            config: Some(file.path().to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("pager"), "{err}");
     }
 
     #[test]

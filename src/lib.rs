@@ -16,6 +16,7 @@ pub mod cli;
 pub mod config;
 pub mod console;
 pub mod http;
+pub mod notifications;
 pub mod outbox;
 pub mod runtime;
 pub mod server;

@@ -9,25 +9,26 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::channels::webhook::WebhookHandler;
+use crate::channels::chat::ChatHandler;
+use crate::channels::guard::DestinationGuard;
+use crate::channels::webhook::{delivery_client, WebhookHandler};
 use crate::config::Settings;
+use crate::notifications::{kinds, DeliveryHandler, NotificationPlanner};
 use crate::outbox::handler::Registry;
 use crate::outbox::maintenance::Maintenance;
 use crate::outbox::metrics::Metrics;
+use crate::outbox::model::DeadLetterNotifier;
 use crate::outbox::model::Source;
 use crate::outbox::policy::RetryPolicy;
 use crate::outbox::worker::{DrainReport, Worker, WorkerConfig};
 use crate::outbox::Outbox;
 use crate::store::{Engine, SqlStore, StoreOptions};
 
-/// Kinds and their sources (DESIGN §1).
-pub mod kinds {
-    pub const CALLBACK: &str = "callback";
-}
-
 pub struct Runtime {
     /// The jobs store's outbox, for producers.
     pub jobs: Outbox,
+    /// The jobs source's handlers and their policies.
+    pub jobs_registry: Arc<Registry>,
     workers: Vec<JoinHandle<DrainReport>>,
     background: Vec<JoinHandle<()>>,
     extra_stores: Vec<SqlStore>,
@@ -43,14 +44,39 @@ pub fn retry_policy(settings: &Settings) -> RetryPolicy {
     }
 }
 
-/// The handlers of the jobs source.
-fn jobs_registry(settings: &Settings) -> anyhow::Result<Registry> {
+/// The handlers of the jobs source: callbacks, route deliveries, dead-letter notices.
+fn jobs_registry(
+    settings: &Settings,
+    planner: &Arc<NotificationPlanner>,
+) -> anyhow::Result<Registry> {
     let policy = retry_policy(settings);
-    let webhook = Arc::new(WebhookHandler::new(Duration::from_millis(
-        settings.http_timeout_ms,
-    ))?);
+    let guard = DestinationGuard::new(
+        DestinationGuard::parse_allowlist(&settings.destination_allowlist)
+            .map_err(|e| anyhow::anyhow!("destination_allowlist: {e}"))?,
+    );
+    let client = delivery_client(Duration::from_millis(settings.http_timeout_ms), &guard)?;
+    let deliveries = Arc::new(DeliveryHandler {
+        webhook: WebhookHandler::new(client.clone(), guard.clone()),
+        chat: ChatHandler::new(client.clone(), guard.clone(), settings.chat_max_chars),
+    });
     let mut registry = Registry::new();
-    registry.register(kinds::CALLBACK, Source::Jobs, policy, webhook);
+    registry
+        .register(
+            kinds::CALLBACK,
+            Source::Jobs,
+            policy.clone(),
+            Arc::new(WebhookHandler::new(client, guard)),
+        )
+        .register(
+            kinds::DELIVERY,
+            Source::Jobs,
+            policy.clone(),
+            deliveries.clone(),
+        )
+        .register(kinds::DEAD_LETTER, Source::Jobs, policy, deliveries);
+    if let Some(notifier) = planner.dead_letter_notifier() {
+        registry.set_dead_letter_notifier(notifier);
+    }
     Ok(registry)
 }
 
@@ -58,13 +84,16 @@ impl Runtime {
     pub async fn start(
         settings: &Settings,
         jobs_store: &SqlStore,
+        planner: &Arc<NotificationPlanner>,
         metrics: Arc<Metrics>,
         stop: CancellationToken,
     ) -> anyhow::Result<Runtime> {
         let wake = Arc::new(Notify::new());
         let jobs = Outbox::new(Arc::new(jobs_store.clone()), wake.clone());
+        let registry = Arc::new(jobs_registry(settings, planner)?);
         let mut runtime = Runtime {
             jobs: jobs.clone(),
+            jobs_registry: registry.clone(),
             workers: Vec::new(),
             background: Vec::new(),
             extra_stores: Vec::new(),
@@ -72,7 +101,7 @@ impl Runtime {
 
         let worker = Worker::new(
             jobs.store().clone(),
-            Arc::new(jobs_registry(settings)?),
+            registry.clone(),
             metrics.clone(),
             WorkerConfig {
                 batch_size: settings.worker_batch_size,
@@ -92,7 +121,15 @@ impl Runtime {
         } else {
             vec![Source::Jobs.as_str(), Source::Approvals.as_str()]
         };
-        runtime.spawn_maintenance(jobs_store.clone(), jobs_sources, &metrics, interval, &stop);
+        let dead_letter = registry.dead_letter_notifier().cloned();
+        runtime.spawn_maintenance(
+            jobs_store.clone(),
+            jobs_sources,
+            &metrics,
+            interval,
+            dead_letter,
+            &stop,
+        );
         if separate_approvals {
             let approvals = SqlStore::open(&StoreOptions {
                 url: settings.approvals_url().to_string(),
@@ -104,6 +141,7 @@ impl Runtime {
                 vec![Source::Approvals.as_str()],
                 &metrics,
                 interval,
+                None,
                 &stop,
             );
             runtime.extra_stores.push(approvals);
@@ -124,6 +162,7 @@ impl Runtime {
         sources: Vec<&'static str>,
         metrics: &Arc<Metrics>,
         interval: Duration,
+        dead_letter: Option<DeadLetterNotifier>,
         stop: &CancellationToken,
     ) {
         let maintenance = Maintenance {
@@ -131,6 +170,7 @@ impl Runtime {
             metrics: metrics.clone(),
             sources,
             interval,
+            dead_letter,
         };
         self.background
             .push(tokio::spawn(maintenance.run(stop.clone())));

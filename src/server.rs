@@ -14,9 +14,11 @@ use crate::auth::session_store::DbSessionStore;
 use crate::auth::throttle::LoginThrottle;
 use crate::config::Settings;
 use crate::http::{self, AppState};
+use crate::notifications::NotificationPlanner;
 use crate::outbox::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::service::accounts::AccountService;
+use crate::service::deliveries::DeliveryService;
 use crate::service::runs::RunService;
 use crate::store::{SqlStore, StoreOptions};
 
@@ -78,11 +80,23 @@ pub async fn run(
 
     let metrics = Arc::new(Metrics::new());
     let stop = CancellationToken::new();
-    let runtime = Runtime::start(&settings, &store, metrics.clone(), stop.clone()).await?;
+    let planner = Arc::new(NotificationPlanner::new(&settings));
+    let runtime =
+        Runtime::start(&settings, &store, &planner, metrics.clone(), stop.clone()).await?;
 
     let state = AppState {
         leptos,
-        runs: RunService::new(Arc::new(store.clone())),
+        runs: RunService::new(
+            Arc::new(store.clone()),
+            runtime.jobs.clone(),
+            planner,
+            settings.max_result_bytes,
+        ),
+        deliveries: DeliveryService::new(
+            runtime.jobs.store().clone(),
+            runtime.jobs_registry.clone(),
+            settings.max_attempts,
+        ),
         accounts,
         store: store.clone(),
         metrics,

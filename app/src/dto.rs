@@ -118,6 +118,21 @@ impl RunStatus {
         )
     }
 
+    /// The run lifecycle: terminal states are final; nothing returns to `queued`.
+    pub fn can_transition_to(self, to: RunStatus) -> bool {
+        use RunStatus::*;
+        match (self, to) {
+            (_, Queued) => false,
+            (from, _) if from.is_terminal() => false,
+            (Queued, _) => true,
+            (Running, Running) => false,
+            (Running, _) => true,
+            (AwaitingApproval, AwaitingApproval) => false,
+            (AwaitingApproval, _) => true,
+            _ => false,
+        }
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             RunStatus::Queued => "Queued",

@@ -2,7 +2,7 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 
@@ -11,12 +11,16 @@ use app::dto::{RunPage, RunQuery, RunStatus};
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery, MaybeViewer};
 use super::AppState;
-use crate::service::runs::{CreateRun, RunDetail};
+use crate::service::deliveries::{DeliverySummary, RetryRequest};
+use crate::service::runs::{CreateRun, RunDetail, TransitionRequest, TransitionResponse};
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/runs", get(list_runs).post(create_run))
         .route("/runs/{id}", get(get_run))
+        .route("/runs/{id}/transitions", post(transition_run))
+        .route("/runs/{id}/deliveries", get(run_deliveries))
+        .route("/deliveries/{event_id}/retry", post(retry_delivery))
         .fallback(|| async {
             ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such API endpoint")
         })
@@ -82,4 +86,37 @@ async fn list_runs(
         limit: params.limit,
     };
     Ok(Json(state.runs.list(viewer.as_ref(), query).await?))
+}
+
+async fn transition_run(
+    State(state): State<AppState>,
+    MaybeViewer(viewer): MaybeViewer,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<TransitionRequest>,
+) -> Result<Json<TransitionResponse>, ApiError> {
+    Ok(Json(
+        state.runs.transition(viewer.as_ref(), &id, body).await?,
+    ))
+}
+
+async fn run_deliveries(
+    State(state): State<AppState>,
+    MaybeViewer(viewer): MaybeViewer,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<DeliverySummary>>, ApiError> {
+    Ok(Json(state.deliveries.for_run(viewer.as_ref(), &id).await?))
+}
+
+async fn retry_delivery(
+    State(state): State<AppState>,
+    MaybeViewer(viewer): MaybeViewer,
+    Path(event_id): Path<String>,
+    ApiJson(body): ApiJson<RetryRequest>,
+) -> Result<Json<DeliverySummary>, ApiError> {
+    Ok(Json(
+        state
+            .deliveries
+            .retry(viewer.as_ref(), &event_id, body)
+            .await?,
+    ))
 }

@@ -15,6 +15,8 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub field: Option<&'static str>,
+    /// The state the request conflicted with, for 409s.
+    pub current_status: Option<&'static str>,
 }
 
 impl ApiError {
@@ -24,6 +26,7 @@ impl ApiError {
             code,
             message: message.into(),
             field: None,
+            current_status: None,
         }
     }
 
@@ -50,6 +53,14 @@ impl From<ServiceError> for ApiError {
             }
             ServiceError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", message),
             ServiceError::Conflict(_) => ApiError::new(StatusCode::CONFLICT, "conflict", message),
+            ServiceError::IllegalTransition { current, .. } => ApiError {
+                current_status: Some(current.as_str()),
+                ..ApiError::new(StatusCode::CONFLICT, "illegal_transition", message)
+            },
+            ServiceError::TooLarge { field, .. } => ApiError {
+                field: Some(field),
+                ..ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+            },
             ServiceError::Throttled => {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "throttled", message)
             }
@@ -89,6 +100,9 @@ impl IntoResponse for ApiError {
         let mut body = json!({ "error": self.code, "message": self.message });
         if let Some(field) = self.field {
             body["field"] = json!(field);
+        }
+        if let Some(current) = self.current_status {
+            body["current_status"] = json!(current);
         }
         (self.status, Json(body)).into_response()
     }

@@ -29,6 +29,7 @@ use crate::config::Settings;
 use crate::console::Console;
 use crate::outbox::metrics::Metrics;
 use crate::service::accounts::AccountService;
+use crate::service::deliveries::DeliveryService;
 use crate::service::runs::RunService;
 use crate::store::SqlStore;
 
@@ -40,6 +41,7 @@ pub struct AppState {
     pub leptos: LeptosOptions,
     pub store: SqlStore,
     pub runs: RunService,
+    pub deliveries: DeliveryService,
     pub accounts: AccountService,
     pub metrics: Arc<Metrics>,
     pub settings: Arc<Settings>,

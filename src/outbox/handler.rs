@@ -95,6 +95,7 @@ pub struct Registration {
 #[derive(Default)]
 pub struct Registry {
     kinds: HashMap<String, Registration>,
+    dead_letter: Option<super::model::DeadLetterNotifier>,
 }
 
 impl Registry {
@@ -132,6 +133,19 @@ impl Registry {
 
     pub fn policy(&self, kind: &str) -> Option<&RetryPolicy> {
         self.kinds.get(kind).map(|r| &r.policy)
+    }
+
+    /// Sets who is told when an event ends `failed`.
+    pub fn set_dead_letter_notifier(
+        &mut self,
+        notifier: super::model::DeadLetterNotifier,
+    ) -> &mut Self {
+        self.dead_letter = Some(notifier);
+        self
+    }
+
+    pub fn dead_letter_notifier(&self) -> Option<&super::model::DeadLetterNotifier> {
+        self.dead_letter.as_ref()
     }
 
     pub fn is_empty(&self) -> bool {

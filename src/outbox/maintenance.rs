@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
+use super::model::DeadLetterNotifier;
 use crate::store::ports::OutboxStore;
 
 /// Rows one sweep looks at, so start-up recovery of a large backlog stays bounded.
@@ -19,12 +20,16 @@ pub struct Maintenance {
     /// The sources this store holds, for availability and gauges.
     pub sources: Vec<&'static str>,
     pub interval: Duration,
+    pub dead_letter: Option<DeadLetterNotifier>,
 }
 
 impl Maintenance {
     /// One pass: sweep, then refresh gauges. Returns whether the store answered.
     pub async fn run_once(&self) -> bool {
-        let swept = self.store.sweep_expired(SWEEP_BATCH).await;
+        let swept = self
+            .store
+            .sweep_expired(SWEEP_BATCH, self.dead_letter.as_ref())
+            .await;
         match &swept {
             Ok(report) => {
                 for (event_id, kind) in &report.uncertain {

@@ -150,7 +150,24 @@ pub struct Settlement {
     pub settle: Settle,
     pub status_code: Option<u16>,
     pub error: Option<String>,
+    /// When this attempt fails the event: the notification of the operators' dead-letter
+    /// route, enqueued in the same transaction as the failure.
+    pub dead_letter_event: Option<NewEvent>,
 }
+
+/// An event that just ended `failed`, as a dead-letter notifier sees it (no payload).
+#[derive(Clone, Debug)]
+pub struct FailedEvent {
+    pub event_id: String,
+    pub kind: String,
+    pub parent_type: String,
+    pub parent_id: String,
+    pub error: String,
+}
+
+/// Builds the dead-letter notification of a failed event, if a route is configured.
+pub type DeadLetterNotifier =
+    std::sync::Arc<dyn Fn(&FailedEvent) -> Option<NewEvent> + Send + Sync>;
 
 /// The dead letter of a failed event (DESIGN §2).
 pub fn dead_letter_id(event_id: &str) -> String {

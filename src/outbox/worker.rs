@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::handler::{Outcome, Registry};
 use super::metrics::Metrics;
-use super::model::{ClaimedEvent, Settle, Settlement};
+use super::model::{ClaimedEvent, FailedEvent, Settle, Settlement};
 use crate::store::ports::{ClaimRequest, OutboxStore};
 
 #[derive(Clone, Debug)]
@@ -269,6 +269,16 @@ async fn run_one(
         settle.outcome_label(),
         started.elapsed().as_secs_f64(),
     );
+    let dead_letter_event = match (&settle, registry.dead_letter_notifier()) {
+        (Settle::Failed { .. }, Some(notify)) => notify(&FailedEvent {
+            event_id: event.event_id.clone(),
+            kind: event.kind.clone(),
+            parent_type: event.parent_type.clone(),
+            parent_id: event.parent_id.clone(),
+            error: outcome.error().unwrap_or("failed").to_string(),
+        }),
+        _ => None,
+    };
     Finished {
         outcome_error: outcome.error().map(str::to_string),
         settlement: Settlement {
@@ -283,6 +293,7 @@ async fn run_one(
             started_at_ms,
             finished_at_ms: now_ms(),
             settle,
+            dead_letter_event,
         },
         _permit: permit,
     }

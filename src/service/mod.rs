@@ -2,6 +2,7 @@
 //! with its permission check. Callers pass the [`Viewer`] they authenticated.
 
 pub mod accounts;
+pub mod deliveries;
 pub mod runs;
 
 use app::dto::{Permission, Viewer};
@@ -23,6 +24,16 @@ pub enum ServiceError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    #[error("the run is {}; it cannot move to {}", .current.as_str(), .requested.as_str())]
+    IllegalTransition {
+        current: app::dto::RunStatus,
+        requested: app::dto::RunStatus,
+    },
+    #[error("{field}: {message}")]
+    TooLarge {
+        field: &'static str,
+        message: String,
+    },
     #[error("too many failed sign-in attempts; try again later")]
     Throttled,
     #[error("invalid username or password")]

@@ -6,6 +6,8 @@ use app::dto::{Permission, RunPage, RunQuery, RunStatus, RunSummary, Viewer};
 use serde::{Deserialize, Serialize};
 
 use super::{format_ms, require, ServiceError};
+use crate::notifications::NotificationPlanner;
+use crate::outbox::Outbox;
 use crate::store::ports::{NewRun, Run, RunFilter, RunRepository};
 
 pub const MAX_RUN_TYPE_LEN: usize = 64;
@@ -21,12 +23,34 @@ pub struct CreateRun {
     pub tenant: String,
     #[serde(default)]
     pub callback_url: Option<String>,
+    /// Names of configured delivery routes the result goes to.
+    #[serde(default)]
+    pub routes: Vec<String>,
+}
+
+/// The body of `POST /api/v1/runs/{id}/transitions`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransitionRequest {
+    pub to: RunStatus,
+    #[serde(default)]
+    pub result: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct TransitionResponse {
+    pub run: RunDetail,
+    /// Event ids of the notifications this transition committed (none on a replay).
+    pub notifications: Vec<String>,
+    /// True when the run already stood where the request asked (a repeated request).
+    pub replayed: bool,
 }
 
 /// One run as the API returns it. `callback_url` and `result` are payload data and
 /// appear only for viewers with `data:read`.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct RunDetail {
+    pub routes: Vec<String>,
     pub id: String,
     #[serde(rename = "type")]
     pub run_type: String,
@@ -45,11 +69,102 @@ pub struct RunDetail {
 #[derive(Clone)]
 pub struct RunService {
     repo: Arc<dyn RunRepository>,
+    outbox: Outbox,
+    planner: Arc<NotificationPlanner>,
+    max_result_bytes: usize,
 }
 
 impl RunService {
-    pub fn new(repo: Arc<dyn RunRepository>) -> Self {
-        RunService { repo }
+    /// `repo` and `outbox` must be the same (jobs) store: a transition and its events
+    /// commit in one transaction.
+    pub fn new(
+        repo: Arc<dyn RunRepository>,
+        outbox: Outbox,
+        planner: Arc<NotificationPlanner>,
+        max_result_bytes: usize,
+    ) -> Self {
+        RunService {
+            repo,
+            outbox,
+            planner,
+            max_result_bytes,
+        }
+    }
+
+    /// Moves a run; a terminal move commits the run and every notification it owes in
+    /// one transaction. Repeating a request that already took effect changes nothing.
+    pub async fn transition(
+        &self,
+        viewer: Option<&Viewer>,
+        id: &str,
+        request: TransitionRequest,
+    ) -> Result<TransitionResponse, ServiceError> {
+        let viewer = require(viewer, Permission::RunsWrite)?;
+        let result = match &request.result {
+            None | Some(serde_json::Value::Null) => None,
+            Some(value) => {
+                let text = serde_json::to_string(value)
+                    .map_err(|e| ServiceError::invalid("result", e.to_string()))?;
+                if text.len() > self.max_result_bytes {
+                    return Err(ServiceError::TooLarge {
+                        field: "result",
+                        message: format!(
+                            "is {} bytes of JSON; the limit is {} (max_result_bytes)",
+                            text.len(),
+                            self.max_result_bytes
+                        ),
+                    });
+                }
+                Some(text)
+            }
+        };
+        let to = request.to;
+        let mut tx = self.outbox.begin().await?;
+        let current = self
+            .repo
+            .lock_run(&mut tx, id)
+            .await?
+            .ok_or_else(|| ServiceError::NotFound(format!("run {id:?}")))?;
+        // Nothing ever moves to `queued`, so a request for it is never a repeat.
+        if current.status == to && to != RunStatus::Queued {
+            let same_result =
+                parse_json(current.result.as_deref()) == parse_json(result.as_deref());
+            if !to.is_terminal() || same_result {
+                tx.rollback()
+                    .await
+                    .map_err(|e| ServiceError::Internal(e.to_string()))?;
+                return Ok(TransitionResponse {
+                    run: detail(current, viewer),
+                    notifications: Vec::new(),
+                    replayed: true,
+                });
+            }
+        }
+        if !current.status.can_transition_to(to) {
+            return Err(ServiceError::IllegalTransition {
+                current: current.status,
+                requested: to,
+            });
+        }
+        let run = self
+            .repo
+            .apply_transition(&mut tx, &current, to, result.as_deref())
+            .await?;
+        let events = if to.is_terminal() {
+            self.planner.for_terminal(&run, &run.routes)
+        } else {
+            Vec::new()
+        };
+        for event in &events {
+            self.outbox.enqueue_in(&mut tx, event).await?;
+        }
+        self.outbox.commit(tx).await?;
+        tracing::info!(run_id = %run.id, status = to.as_str(), notifications = events.len(), by = %viewer.name, "run transitioned");
+        Ok(TransitionResponse {
+            run: detail(run, viewer),
+            notifications: events.into_iter().map(|e| e.event_id).collect(),
+            replayed: false,
+        })
     }
 
     pub async fn create(
@@ -59,6 +174,12 @@ impl RunService {
     ) -> Result<RunDetail, ServiceError> {
         let viewer = require(viewer, Permission::RunsWrite)?;
         let new_run = validate_new_run(input)?;
+        if let Some(unknown) = new_run.routes.iter().find(|r| !self.planner.has_route(r)) {
+            return Err(ServiceError::invalid(
+                "routes",
+                format!("no delivery route is named {unknown:?}"),
+            ));
+        }
         let run = self.repo.create_run(new_run).await?;
         tracing::info!(run_id = %run.id, run_type = %run.run_type, by = %viewer.name, "run created");
         Ok(detail(run, viewer))
@@ -136,10 +257,14 @@ fn validate_new_run(input: CreateRun) -> Result<NewRun, ServiceError> {
         Some(url) if !url.trim().is_empty() => Some(validate_url("callback_url", url.trim())?),
         _ => None,
     };
+    let mut routes = input.routes;
+    routes.sort();
+    routes.dedup();
     Ok(NewRun {
         run_type,
         tenant,
         callback_url,
+        routes,
     })
 }
 
@@ -160,6 +285,10 @@ pub fn validate_url(field: &'static str, url: &str) -> Result<String, ServiceErr
         return Err(ServiceError::invalid(field, "must name a host"));
     }
     Ok(parsed.to_string())
+}
+
+fn parse_json(text: Option<&str>) -> Option<serde_json::Value> {
+    text.and_then(|t| serde_json::from_str(t).ok())
 }
 
 /// `scheme://host[:port]` of a URL: enough to recognise a destination, nothing secret.
@@ -195,6 +324,7 @@ fn detail(run: Run, viewer: &Viewer) -> RunDetail {
         tenant: run.tenant,
         status: run.status,
         transition_seq: run.transition_seq,
+        routes: run.routes,
         created_at: format_ms(run.created_at_ms),
         updated_at: format_ms(run.updated_at_ms),
     }
@@ -209,6 +339,7 @@ mod tests {
             run_type: run_type.into(),
             tenant: tenant.into(),
             callback_url: url.map(Into::into),
+            routes: Vec::new(),
         }
     }
 

@@ -147,6 +147,15 @@ impl Engine {
         }
     }
 
+    /// What makes a `SELECT` lock its rows until the transaction ends (SQLite's
+    /// `BEGIN IMMEDIATE` already holds the only write lock).
+    pub fn lock_rows(self) -> &'static str {
+        match self {
+            Engine::Sqlite => "",
+            Engine::Postgres | Engine::MySql => " FOR UPDATE",
+        }
+    }
+
     /// Rewrites `?` placeholders to `$n` for PostgreSQL. Herald's SQL never contains a
     /// literal question mark, so a plain scan is exact.
     pub fn sql<'a>(self, sql: &'a str) -> Cow<'a, str> {
@@ -223,10 +232,13 @@ mod pinned_migrations {
     const PINNED: &[(Engine, i64, &str)] = &[
         (Engine::Sqlite, 1, "08418a6848c6d4749d25a2051be2974e3b1d5fff65828f3dcb0ef5ed039226b5fb95fec7a72e2d3d402a1379a94680a1"),
         (Engine::Sqlite, 2, "a1e85a9499e4050f44e2fd783389664277eb214888304b654870113bbe62a54b8bbe042cc15ba73fe01feb4dac71b82c"),
+        (Engine::Sqlite, 3, "3018f744ab9ce54b043f18a1fd895d652cd7ba7bbe2196decc4ee7535cc204e04f9a2a6d3bc471cd6637c3e8c3ea7b91"),
         (Engine::Postgres, 1, "f07585c35a521d00a45214b194364358f69879bb7bfa502a533ad9bbf5a5f98b52c10a41682a18bdc6e8782e4d99e36b"),
         (Engine::Postgres, 2, "06fd9a37c8274d65fe25a3df728cecf208ba5ac1fdacae966459c2ec8287c806c984e2a2619cc13df5eab7a1a5a5b365"),
+        (Engine::Postgres, 3, "3018f744ab9ce54b043f18a1fd895d652cd7ba7bbe2196decc4ee7535cc204e04f9a2a6d3bc471cd6637c3e8c3ea7b91"),
         (Engine::MySql, 1, "1b581b8b02aa611a72b4e888aeef4dd44a7869630da4fa86cde52e817119c185a7e01de3ff2298b326134abdec30d1ec"),
         (Engine::MySql, 2, "7cbb84a5387f2a5c3dc13d393378353c0a6c51f043f629c3536385227c236a3df10be7708b8962349e959b482d4f77e1"),
+        (Engine::MySql, 3, "067caa0ce8b2d63ada14b3d417c7bc98e8ee38ee13f80ffae457fb8b12c78234fe4957fb8ab6ca5e428b7462c7798ef4"),
     ];
 
     #[test]

@@ -15,8 +15,8 @@ use super::ports::{ClaimRequest, ManualRetry, OutboxStore, SweepReport, WriteTx}
 use super::row::{int, opt_text, text};
 use super::{SqlStore, StoreError};
 use crate::outbox::model::{
-    bound_error, dead_letter_id, AttemptRecord, ClaimedEvent, EventRecord, NewEvent, OutboxStats,
-    RetryRefusal, Settle, Settlement, StatsRow,
+    bound_error, dead_letter_id, AttemptRecord, ClaimedEvent, DeadLetterNotifier, EventRecord,
+    FailedEvent, NewEvent, OutboxStats, RetryRefusal, Settle, Settlement, StatsRow,
 };
 
 const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
@@ -81,6 +81,19 @@ fn claimed_from_row(row: &AnyRow) -> Result<ClaimedEvent, StoreError> {
 }
 
 impl SqlStore {
+    async fn get_event_in(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        event_id: &str,
+    ) -> Result<Option<EventRecord>, StoreError> {
+        let sql = format!("SELECT {EVENT_COLUMNS} FROM outbox_events WHERE event_id = ?");
+        let row = sqlx::query(&self.engine.sql(&sql))
+            .bind(event_id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        row.as_ref().map(event_from_row).transpose()
+    }
+
     /// `lease_expires_at` for a claim: each kind's own lease duration.
     fn lease_expiry_sql(&self, request: &ClaimRequest) -> String {
         let mut sql = format!("{} + CASE kind", self.engine.now_ms());
@@ -258,6 +271,9 @@ impl SqlStore {
                         error.as_deref(),
                     )
                     .await?;
+                    if let Some(notification) = &s.dead_letter_event {
+                        self.enqueue_in(tx, notification).await?;
+                    }
                 }
                 affected
             }
@@ -481,7 +497,11 @@ impl OutboxStore for SqlStore {
         Ok(accepted)
     }
 
-    async fn sweep_expired(&self, limit: u32) -> Result<SweepReport, StoreError> {
+    async fn sweep_expired(
+        &self,
+        limit: u32,
+        dead_letter: Option<&DeadLetterNotifier>,
+    ) -> Result<SweepReport, StoreError> {
         let mut report = SweepReport::default();
         let now = self.engine.now_ms();
         for (event_id, kind, token) in self.sweep_candidates("redeliverable = 0", limit).await? {
@@ -501,6 +521,7 @@ impl OutboxStore for SqlStore {
                 report.uncertain.push((event_id, kind));
             }
         }
+        let dead_letter_notifier = dead_letter;
         let spent = "redeliverable = 1 AND cycle_attempts >= max_attempts";
         for (event_id, kind, token) in self.sweep_candidates(spent, limit).await? {
             let mut tx = self.begin_write().await?;
@@ -522,6 +543,20 @@ impl OutboxStore for SqlStore {
             if affected == 1 {
                 self.write_dead_letter(&mut tx, &dead_letter, &event_id, &kind, Some(reason))
                     .await?;
+                let failed = self.get_event_in(&mut tx, &event_id).await?;
+                let notification = match (dead_letter_notifier, failed) {
+                    (Some(notify), Some(event)) => notify(&FailedEvent {
+                        event_id: event.event_id,
+                        kind: event.kind,
+                        parent_type: event.parent_type,
+                        parent_id: event.parent_id,
+                        error: reason.to_string(),
+                    }),
+                    _ => None,
+                };
+                if let Some(notification) = &notification {
+                    self.enqueue_in(&mut tx, notification).await?;
+                }
                 tx.commit().await?;
                 report.failed.push((event_id, kind));
             } else {

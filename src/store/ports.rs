@@ -39,6 +39,8 @@ pub struct Run {
     /// The result snapshot as JSON text (a payload: only `data:read` may see it).
     pub result: Option<String>,
     pub transition_seq: i64,
+    /// Names of the configured delivery routes its result goes to.
+    pub routes: Vec<String>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
 }
@@ -48,6 +50,7 @@ pub struct NewRun {
     pub run_type: String,
     pub tenant: String,
     pub callback_url: Option<String>,
+    pub routes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -85,6 +88,16 @@ pub trait RunRepository: Send + Sync {
     async fn get_run(&self, id: &str) -> Result<Option<Run>, StoreError>;
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>, StoreError>;
     async fn run_types(&self) -> Result<Vec<String>, StoreError>;
+    /// Reads a run inside `tx`, locking it until `tx` ends.
+    async fn lock_run(&self, tx: &mut WriteTx, id: &str) -> Result<Option<Run>, StoreError>;
+    /// Moves a locked run to `to` with `result`, bumping its transition sequence.
+    async fn apply_transition(
+        &self,
+        tx: &mut WriteTx,
+        run: &Run,
+        to: RunStatus,
+        result: Option<&str>,
+    ) -> Result<Run, StoreError>;
 }
 
 #[async_trait]
@@ -173,7 +186,11 @@ pub trait OutboxStore: Send + Sync {
         batch: &[crate::outbox::model::Settlement],
     ) -> Result<Vec<bool>, StoreError>;
     /// Moves expired in-flight leases that must not be resent to `uncertain` or `failed`.
-    async fn sweep_expired(&self, limit: u32) -> Result<SweepReport, StoreError>;
+    async fn sweep_expired(
+        &self,
+        limit: u32,
+        dead_letter: Option<&crate::outbox::model::DeadLetterNotifier>,
+    ) -> Result<SweepReport, StoreError>;
     /// Manual retry; the inner error says why it was refused.
     async fn retry_event(
         &self,

@@ -4,12 +4,12 @@ use app::dto::RunStatus;
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
 
-use super::ports::{NewRun, Run, RunFilter, RunRepository};
+use super::ports::{NewRun, Run, RunFilter, RunRepository, WriteTx};
 use super::row::{int, opt_text, text};
 use super::{SqlStore, StoreError};
 
 const RUN_COLUMNS: &str =
-    "id, run_type, tenant, status, callback_url, result, transition_seq, created_at, updated_at";
+    "id, run_type, tenant, status, callback_url, result, transition_seq, routes, created_at, updated_at";
 
 fn run_from_row(row: &AnyRow) -> Result<Run, StoreError> {
     let status = text(row, "status")?;
@@ -22,6 +22,8 @@ fn run_from_row(row: &AnyRow) -> Result<Run, StoreError> {
         callback_url: opt_text(row, "callback_url")?,
         result: opt_text(row, "result")?,
         transition_seq: int(row, "transition_seq")?,
+        routes: serde_json::from_str(&text(row, "routes")?)
+            .map_err(|e| StoreError::Corrupt(format!("run routes: {e}")))?,
         created_at_ms: int(row, "created_at")?,
         updated_at_ms: int(row, "updated_at")?,
     })
@@ -33,8 +35,8 @@ impl RunRepository for SqlStore {
         let id = uuid::Uuid::now_v7().to_string();
         let now = self.engine.now_ms();
         let sql = format!(
-            "INSERT INTO runs (id, run_type, tenant, status, callback_url, transition_seq, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, 0, {now}, {now})"
+            "INSERT INTO runs (id, run_type, tenant, status, callback_url, routes, transition_seq, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, 0, {now}, {now})"
         );
         sqlx::query(&self.engine.sql(&sql))
             .bind(&id)
@@ -42,6 +44,7 @@ impl RunRepository for SqlStore {
             .bind(&run.tenant)
             .bind(RunStatus::Queued.as_str())
             .bind(&run.callback_url)
+            .bind(serde_json::to_string(&run.routes).unwrap_or_else(|_| "[]".into()))
             .execute(&self.pool)
             .await?;
         self.get_run(&id)
@@ -88,5 +91,50 @@ impl RunRepository for SqlStore {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(|row| text(row, "run_type")).collect()
+    }
+
+    async fn lock_run(&self, tx: &mut WriteTx, id: &str) -> Result<Option<Run>, StoreError> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE id = ?{}",
+            self.engine.lock_rows()
+        );
+        let row = sqlx::query(&self.engine.sql(&sql))
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
+    async fn apply_transition(
+        &self,
+        tx: &mut WriteTx,
+        run: &Run,
+        to: RunStatus,
+        result: Option<&str>,
+    ) -> Result<Run, StoreError> {
+        let now = self.engine.now_ms();
+        // Guarded on the sequence read under the lock: a lost race is an error, never
+        // a silent overwrite.
+        let sql = format!(
+            "UPDATE runs SET status = ?, result = ?, transition_seq = transition_seq + 1, updated_at = {now} \
+             WHERE id = ? AND transition_seq = ?"
+        );
+        let affected = sqlx::query(&self.engine.sql(&sql))
+            .bind(to.as_str())
+            .bind(result)
+            .bind(&run.id)
+            .bind(run.transition_seq)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+        if affected != 1 {
+            return Err(StoreError::Corrupt(format!(
+                "run {} changed while locked",
+                run.id
+            )));
+        }
+        self.lock_run(tx, &run.id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("transitioned run vanished".into()))
     }
 }

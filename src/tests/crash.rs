@@ -22,6 +22,7 @@ fn callback(id: &str, url: &str) -> NewEvent {
         payload: serde_json::to_string(&WebhookPayload {
             url: url.to_string(),
             body: serde_json::json!({ "run_id": "crash-test", "status": "succeeded" }),
+            secret_ref: None,
         })
         .unwrap(),
         redeliverable: true,
@@ -73,6 +74,10 @@ fn worker_flags(lease_secs: &'static str) -> Vec<&'static str> {
         "200",
         "--initial-backoff-ms",
         "100",
+        "--destination-allowlist",
+        "127.0.0.0/8",
+        "--listen",
+        "127.0.0.1:0",
     ]
 }
 

@@ -5,5 +5,6 @@ mod support;
 
 mod crash;
 mod http_api;
+mod notifications;
 mod outbox_contract;
 mod store_contract;

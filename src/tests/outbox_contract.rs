@@ -64,6 +64,7 @@ fn settlement(event: &ClaimedEvent, settle: Settle) -> Settlement {
         settle,
         status_code: Some(200),
         error: Some("boom".into()),
+        dead_letter_event: None,
     }
 }
 
@@ -123,6 +124,7 @@ async fn enqueue_rolls_back_with_the_producer_transaction(db: &TestDb) {
             run_type: "etl".into(),
             tenant: "t".into(),
             callback_url: None,
+            routes: Vec::new(),
         })
         .await
         .unwrap();
@@ -497,7 +499,7 @@ async fn expired_non_redeliverable_leases_become_uncertain(db: &TestDb) {
         claim(&store, &claim_request(10, 200)).await.is_empty(),
         "never resent automatically"
     );
-    let report = store.sweep_expired(100).await.unwrap();
+    let report = store.sweep_expired(100, None).await.unwrap();
     assert_eq!(
         report.uncertain,
         vec![("chat-1".to_string(), "test".to_string())]
@@ -533,7 +535,7 @@ async fn a_sweep_never_overwrites_an_event_that_completed(db: &TestDb) {
         .execute(store.pool())
         .await
         .unwrap();
-    let report = store.sweep_expired(100).await.unwrap();
+    let report = store.sweep_expired(100, None).await.unwrap();
     assert!(report.uncertain.is_empty() && report.failed.is_empty());
     assert!(claim(&store, &claim_request(10, 30_000)).await.is_empty());
     assert_eq!(status(&store, "finished").await, DeliveryStatus::Completed);

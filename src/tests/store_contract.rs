@@ -83,6 +83,7 @@ async fn runs_page_newest_first_without_gaps_or_repeats(db: &TestDb) {
                 run_type: "etl".into(),
                 tenant: format!("t{i}"),
                 callback_url: Some("https://example.com/hook".into()),
+                routes: vec!["ops".into()],
             })
             .await
             .unwrap();
@@ -125,6 +126,7 @@ async fn runs_filter_by_type_and_status(db: &TestDb) {
                 run_type: run_type.into(),
                 tenant: "acme".into(),
                 callback_url: None,
+                routes: Vec::new(),
             })
             .await
             .unwrap();

@@ -214,7 +214,19 @@ impl TestServer {
     }
 }
 
-/// A real HTTP receiver on loopback that records every delivery it is sent.
+/// One request a [`Receiver`] got.
+#[derive(Clone, Debug)]
+pub struct Arrival {
+    pub path: String,
+    pub event_id: String,
+    pub body: serde_json::Value,
+    /// Whether a Standard Webhooks verifier accepted it (None: no secret to check with).
+    pub verified: Option<bool>,
+}
+
+/// A real HTTP receiver on loopback that records every request it is sent, answers
+/// from a script (then a default status), and verifies Standard Webhooks signatures
+/// with the reference library.
 pub struct Receiver {
     pub addr: SocketAddr,
     state: std::sync::Arc<ReceiverState>,
@@ -223,14 +235,13 @@ pub struct Receiver {
 
 #[derive(Default)]
 pub struct ReceiverState {
-    /// Event ids in order of arrival (a redelivery appears again).
-    pub arrivals: std::sync::Mutex<Vec<String>>,
-    /// Event ids whose response was sent.
-    pub answered: std::sync::Mutex<Vec<String>>,
-    /// How long each request is held before the answer.
-    pub hold: std::sync::Mutex<std::time::Duration>,
-    /// Status to answer with.
-    pub status: std::sync::atomic::AtomicU16,
+    arrivals: std::sync::Mutex<Vec<Arrival>>,
+    answered: std::sync::Mutex<Vec<String>>,
+    hold: std::sync::Mutex<std::time::Duration>,
+    status: std::sync::atomic::AtomicU16,
+    /// Answers to give first: (status, Retry-After).
+    script: std::sync::Mutex<std::collections::VecDeque<(u16, Option<String>)>>,
+    secrets: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 impl Receiver {
@@ -240,32 +251,13 @@ impl Receiver {
         state.status.store(200, std::sync::atomic::Ordering::SeqCst);
         let shared = state.clone();
         let app = axum::Router::new().route(
-            "/hook",
+            "/{*path}",
             post(
-                move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                move |uri: axum::http::Uri,
+                      headers: axum::http::HeaderMap,
+                      body: axum::body::Bytes| {
                     let state = shared.clone();
-                    async move {
-                        let id = headers
-                            .get("x-herald-event-id")
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or_default()
-                            .to_string();
-                        let json: serde_json::Value =
-                            serde_json::from_slice(&body).unwrap_or_default();
-                        assert_eq!(
-                            json["notification_event_id"],
-                            id.as_str(),
-                            "body and header agree"
-                        );
-                        state.arrivals.lock().unwrap().push(id.clone());
-                        let hold = *state.hold.lock().unwrap();
-                        tokio::time::sleep(hold).await;
-                        state.answered.lock().unwrap().push(id);
-                        axum::http::StatusCode::from_u16(
-                            state.status.load(std::sync::atomic::Ordering::SeqCst),
-                        )
-                        .unwrap()
-                    }
+                    async move { state.receive(uri.path().to_string(), headers, body).await }
                 },
             ),
         );
@@ -281,12 +273,42 @@ impl Receiver {
         format!("http://{}/hook", self.addr)
     }
 
+    pub fn url_for(&self, path: &str) -> String {
+        format!("http://{}/{path}", self.addr)
+    }
+
     pub fn set_hold(&self, hold: std::time::Duration) {
         *self.state.hold.lock().unwrap() = hold;
     }
 
-    pub fn arrivals(&self) -> Vec<String> {
+    pub fn set_status(&self, status: u16) {
+        self.state
+            .status
+            .store(status, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn script(&self, answers: &[(u16, Option<&str>)]) {
+        let mut script = self.state.script.lock().unwrap();
+        for (status, retry_after) in answers {
+            script.push_back((*status, retry_after.map(str::to_string)));
+        }
+    }
+
+    /// Verify requests to `/path` with this `whsec_` secret.
+    pub fn verify_with(&self, path: &str, secret: &str) {
+        self.state
+            .secrets
+            .lock()
+            .unwrap()
+            .insert(format!("/{path}"), secret.to_string());
+    }
+
+    pub fn requests(&self) -> Vec<Arrival> {
         self.state.arrivals.lock().unwrap().clone()
+    }
+
+    pub fn arrivals(&self) -> Vec<String> {
+        self.requests().into_iter().map(|a| a.event_id).collect()
     }
 
     pub fn answered(&self) -> Vec<String> {
@@ -298,12 +320,64 @@ impl Receiver {
     }
 }
 
+impl ReceiverState {
+    async fn receive(
+        &self,
+        path: String,
+        headers: axum::http::HeaderMap,
+        body: axum::body::Bytes,
+    ) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        let event_id = headers
+            .get("x-herald-event-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if !event_id.is_empty() {
+            assert_eq!(
+                json["notification_event_id"],
+                event_id.as_str(),
+                "body and header agree"
+            );
+        }
+        let secret = self.secrets.lock().unwrap().get(&path).cloned();
+        let verified = secret.map(|secret| {
+            standardwebhooks::Webhook::new(&secret)
+                .unwrap()
+                .verify(&body, &headers)
+                .is_ok()
+        });
+        self.arrivals.lock().unwrap().push(Arrival {
+            path,
+            event_id: event_id.clone(),
+            body: json,
+            verified,
+        });
+        let hold = *self.hold.lock().unwrap();
+        tokio::time::sleep(hold).await;
+        let (status, retry_after) = self
+            .script
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or((self.status.load(std::sync::atomic::Ordering::SeqCst), None));
+        self.answered.lock().unwrap().push(event_id);
+        let status = axum::http::StatusCode::from_u16(status).unwrap();
+        match retry_after {
+            Some(value) => (status, [("retry-after", value)]).into_response(),
+            None => status.into_response(),
+        }
+    }
+}
+
 /// `herald serve` as a real child process.
 pub struct HeraldProcess {
     pub child: std::process::Child,
 }
 
 impl HeraldProcess {
+    /// Starts `herald serve` on `database_url`; `extra` must include `--listen`.
     pub fn spawn(database_url: &str, extra: &[&str]) -> HeraldProcess {
         let log = std::fs::File::create(std::env::temp_dir().join(format!(
             "herald-child-{}.log",
@@ -312,7 +386,7 @@ impl HeraldProcess {
         .unwrap();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
             .arg("serve")
-            .args(["--database-url", database_url, "--listen", "127.0.0.1:0"])
+            .args(["--database-url", database_url])
             .args(["--site-root", std::env::temp_dir().to_str().unwrap()])
             .args(extra)
             .env("HERALD_ADMIN_PASSWORD", ADMIN_PASSWORD)

@@ -1,0 +1,356 @@
+//! Outbox throughput, latency and memory (issue: drain, sustained, commit-to-start, RSS).
+//!
+//! `cargo bench --bench outbox -- [sqlite|postgres] [drain N] [sustained SECS] [latency SECS] [rss N]`
+//! With no arguments: SQLite and PostgreSQL, every scenario at its documented size.
+//! PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
+//! Figures go to stdout as Markdown table rows for docs/BENCHMARKS.md.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use herald::outbox::handler::{Handler, Outcome, Registry};
+use herald::outbox::metrics::Metrics;
+use herald::outbox::model::{ClaimedEvent, NewEvent, Source};
+use herald::outbox::policy::RetryPolicy;
+use herald::outbox::worker::{Worker, WorkerConfig};
+use herald::outbox::Outbox;
+use herald::store::ports::OutboxStore;
+use herald::store::{Engine, SqlStore, StoreOptions};
+use sqlx::{AnyConnection, Connection, Executor};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Counts handled events and when each started.
+#[derive(Default)]
+struct NoOp {
+    started: Mutex<HashMap<String, Instant>>,
+    handled: std::sync::atomic::AtomicU64,
+    record_starts: bool,
+}
+
+#[async_trait]
+impl Handler for NoOp {
+    async fn handle(&self, event: &ClaimedEvent) -> Outcome {
+        if self.record_starts {
+            self.started
+                .lock()
+                .unwrap()
+                .insert(event.event_id.clone(), Instant::now());
+        }
+        self.handled
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Outcome::Delivered { status_code: None }
+    }
+}
+
+fn event(id: String) -> NewEvent {
+    NewEvent {
+        event_id: id,
+        source: Source::Jobs,
+        kind: "bench".into(),
+        parent_type: "run".into(),
+        parent_id: "bench".into(),
+        payload: "{\"status\":\"succeeded\",\"result\":{\"rows\":1200}}".into(),
+        redeliverable: true,
+        max_attempts: 6,
+        delay_ms: 0,
+    }
+}
+
+struct Bench {
+    url: String,
+    admin: Option<(String, String)>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Bench {
+    async fn new(engine: Engine) -> Bench {
+        sqlx::any::install_default_drivers();
+        match engine {
+            Engine::Sqlite => {
+                let dir = tempfile::tempdir_in(".").expect("temp dir");
+                let url = format!("sqlite://{}/bench.db", dir.path().display());
+                Bench {
+                    url,
+                    admin: None,
+                    _dir: Some(dir),
+                }
+            }
+            _ => {
+                let admin = std::env::var("HERALD_BENCH_POSTGRES_URL")
+                    .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+                let name = format!("herald_bench_{}", uuid::Uuid::new_v4().simple());
+                let mut conn = AnyConnection::connect(&admin).await.unwrap();
+                conn.execute(format!("CREATE DATABASE {name}").as_str())
+                    .await
+                    .unwrap();
+                let mut url = url::Url::parse(&admin).unwrap();
+                url.set_path(&format!("/{name}"));
+                Bench {
+                    url: url.to_string(),
+                    admin: Some((admin, name)),
+                    _dir: None,
+                }
+            }
+        }
+    }
+
+    async fn store(&self) -> SqlStore {
+        SqlStore::open(&StoreOptions {
+            url: self.url.clone(),
+            max_connections: 16,
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn finish(self) {
+        if let Some((admin, name)) = &self.admin {
+            let mut conn = AnyConnection::connect(admin).await.unwrap();
+            let _ = conn
+                .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
+                .await;
+        }
+    }
+}
+
+async fn backlog(store: &SqlStore, n: usize) -> Duration {
+    let started = Instant::now();
+    let mut i = 0;
+    while i < n {
+        let mut tx = store.begin_write().await.unwrap();
+        for _ in 0..1000.min(n - i) {
+            store
+                .enqueue_in(&mut tx, &event(format!("ev-{i:08}")))
+                .await
+                .unwrap();
+            i += 1;
+        }
+        tx.commit().await.unwrap();
+    }
+    started.elapsed()
+}
+
+fn start_worker(
+    store: &SqlStore,
+    handler: Arc<NoOp>,
+    wake: Arc<Notify>,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let mut registry = Registry::new();
+    registry.register("bench", Source::Jobs, RetryPolicy::default(), handler);
+    let worker = Worker::new(
+        Arc::new(store.clone()),
+        Arc::new(registry),
+        Arc::new(Metrics::new()),
+        WorkerConfig {
+            batch_size: 512,
+            concurrency: 512,
+            poll_interval: Duration::from_millis(50),
+            ..WorkerConfig::default()
+        },
+        wake,
+    );
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            worker.run(stop).await;
+        }
+    });
+    (stop, task)
+}
+
+async fn wait_handled(handler: &NoOp, n: u64, limit: Duration) -> Duration {
+    let started = Instant::now();
+    while handler.handled.load(std::sync::atomic::Ordering::Relaxed) < n {
+        assert!(started.elapsed() < limit, "timed out");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    started.elapsed()
+}
+
+async fn completed(store: &SqlStore) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM outbox_events WHERE status = 'completed'")
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+}
+
+async fn drain(engine: Engine, n: usize) {
+    let bench = Bench::new(engine).await;
+    let store = bench.store().await;
+    let filled = backlog(&store, n).await;
+    let handler = Arc::new(NoOp::default());
+    let started = Instant::now();
+    let (stop, task) = start_worker(&store, handler.clone(), Arc::new(Notify::new()));
+    wait_handled(&handler, n as u64, Duration::from_secs(900)).await;
+    while completed(&store).await < n as i64 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let took = started.elapsed();
+    stop.cancel();
+    let _ = task.await;
+    println!(
+        "| {} | drain {} pending events, no-op handler | {:.0} events/s ({:.2} s; backlog written at {:.0} events/s) |",
+        engine.name(), n, n as f64 / took.as_secs_f64(), took.as_secs_f64(), n as f64 / filled.as_secs_f64()
+    );
+    store.close().await;
+    bench.finish().await;
+}
+
+/// Producers each commit one event per transaction as fast as they can.
+async fn sustained(engine: Engine, seconds: u64, producers: usize) {
+    let bench = Bench::new(engine).await;
+    let store = bench.store().await;
+    let wake = Arc::new(Notify::new());
+    let outbox = Outbox::new(Arc::new(store.clone()), wake.clone());
+    let handler = Arc::new(NoOp::default());
+    let (stop, task) = start_worker(&store, handler.clone(), wake);
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for p in 0..producers {
+        let outbox = outbox.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                let mut tx = outbox.begin().await.unwrap();
+                outbox
+                    .enqueue_in(&mut tx, &event(format!("p{p}-{n}")))
+                    .await
+                    .unwrap();
+                outbox.commit(tx).await.unwrap();
+                n += 1;
+            }
+            n
+        }));
+    }
+    let mut produced = 0;
+    for t in tasks {
+        produced += t.await.unwrap();
+    }
+    let caught_up = wait_handled(&handler, produced, Duration::from_secs(300)).await;
+    stop.cancel();
+    let _ = task.await;
+    println!(
+        "| {} | sustained: {} producers, one event per transaction, {} s | {:.0} events/s committed and handled (workers caught up {:.2} s after producers stopped) |",
+        engine.name(), producers, seconds, produced as f64 / seconds as f64, caught_up.as_secs_f64()
+    );
+    store.close().await;
+    bench.finish().await;
+}
+
+/// A fixed offered load: commit-to-handler-start latency.
+async fn latency(engine: Engine, seconds: u64, per_second: u64) {
+    let bench = Bench::new(engine).await;
+    let store = bench.store().await;
+    let wake = Arc::new(Notify::new());
+    let outbox = Outbox::new(Arc::new(store.clone()), wake.clone());
+    let handler = Arc::new(NoOp {
+        record_starts: true,
+        ..NoOp::default()
+    });
+    let (stop, task) = start_worker(&store, handler.clone(), wake);
+    let committed: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let total = seconds * per_second;
+    let interval = Duration::from_secs_f64(1.0 / per_second as f64);
+    let started = Instant::now();
+    let mut producers = tokio::task::JoinSet::new();
+    for i in 0..total {
+        let due = started + interval * i as u32;
+        tokio::time::sleep_until(due.into()).await;
+        let outbox = outbox.clone();
+        let committed = committed.clone();
+        producers.spawn(async move {
+            let id = format!("lat-{i}");
+            let mut tx = outbox.begin().await.unwrap();
+            outbox
+                .enqueue_in(&mut tx, &event(id.clone()))
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+            let at = Instant::now();
+            outbox.wake_handle().notify_one();
+            committed.lock().unwrap().insert(id, at);
+        });
+    }
+    while producers.join_next().await.is_some() {}
+    wait_handled(&handler, total, Duration::from_secs(120)).await;
+    stop.cancel();
+    let _ = task.await;
+    let mut micros: Vec<i128> = {
+        let starts = handler.started.lock().unwrap();
+        let committed = committed.lock().unwrap();
+        committed
+            .iter()
+            .map(|(id, at)| starts[id].saturating_duration_since(*at).as_micros() as i128)
+            .collect()
+    };
+    micros.sort_unstable();
+    let pct =
+        |p: f64| micros[((micros.len() as f64 * p) as usize).min(micros.len() - 1)] as f64 / 1000.0;
+    println!(
+        "| {} | commit → handler start at {} events/s for {} s | p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms |",
+        engine.name(), per_second, seconds, pct(0.50), pct(0.99), pct(1.0)
+    );
+    store.close().await;
+    bench.finish().await;
+}
+
+fn peak_rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let engines: Vec<Engine> = match args.first().map(String::as_str) {
+        Some("sqlite") => vec![Engine::Sqlite],
+        Some("postgres") => vec![Engine::Postgres],
+        _ => vec![Engine::Sqlite, Engine::Postgres],
+    };
+    let arg = |name: &str, default: u64| -> Option<u64> {
+        match args.iter().position(|a| a == name) {
+            Some(i) => args.get(i + 1).and_then(|v| v.parse().ok()),
+            None if args
+                .iter()
+                .any(|a| ["drain", "sustained", "latency", "rss"].contains(&a.as_str())) =>
+            {
+                None
+            }
+            None => Some(default),
+        }
+    };
+    println!("| engine | scenario | result |\n| --- | --- | --- |");
+    runtime.block_on(async {
+        for engine in engines {
+            if let Some(n) = arg("drain", 100_000) {
+                drain(engine, n as usize).await;
+            }
+            if let Some(s) = arg("sustained", 10) {
+                sustained(engine, s, 16).await;
+            }
+            if let Some(s) = arg("latency", 10) {
+                latency(engine, s, 1000).await;
+            }
+        }
+        if let Some(n) = arg("rss", 1_000_000) {
+            drain(Engine::Sqlite, n as usize).await;
+            println!("| sqlite | peak RSS of this process (writing then draining {n} events) | {:.0} MB |", peak_rss_mb());
+        }
+    });
+}

@@ -1,0 +1,2 @@
+-- The delivery routes a run's result goes to (JSON array of route names).
+ALTER TABLE runs ADD COLUMN routes TEXT NOT NULL DEFAULT '[]';
