@@ -1,6 +1,6 @@
 //! Outbox throughput, latency and memory (issue: drain, sustained, commit-to-start, RSS).
 //!
-//! `cargo bench --bench outbox -- [sqlite|postgres] [drain N] [sustained SECS] [latency SECS] [rss N]`
+//! `cargo bench --bench outbox -- [sqlite|postgres] [drain N] [sustained SECS] [latency SECS] [webhooks N] [rss N]`
 //! With no arguments: SQLite and PostgreSQL, every scenario at its documented size.
 //! PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
 //! Figures go to stdout as Markdown table rows for docs/BENCHMARKS.md.
@@ -298,6 +298,200 @@ async fn latency(engine: Engine, seconds: u64, per_second: u64) {
     bench.finish().await;
 }
 
+/// End to end: runs finish through `RunService::transition` (run update and signed
+/// callback event in one transaction), workers deliver them to a local receiver.
+async fn webhooks(engine: Engine, runs: usize) {
+    use app::dto::{Role, RunStatus, Viewer};
+    use herald::config::{Settings, SettingsArgs};
+    use herald::notifications::NotificationPlanner;
+    use herald::service::runs::{CreateRun, RunService, TransitionRequest};
+
+    // The receiver: records when each run's callback arrived.
+    let arrived: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let seen = arrived.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let seen = seen.clone();
+            async move {
+                let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+                let run = json["run_id"].as_str().unwrap_or_default().to_string();
+                seen.lock().unwrap().insert(run, Instant::now());
+                axum::http::StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let bench = Bench::new(engine).await;
+    std::env::set_var(
+        "HERALD_BENCH_WEBHOOK_SECRET",
+        "whsec_YmVuY2gtc2VjcmV0LWtleS0xMjM0NTY3ODk=",
+    );
+    let settings = Settings::resolve(&SettingsArgs {
+        database_url: Some(bench.url.clone()),
+        destination_allowlist: Some("127.0.0.0/8".into()),
+        callback_secret_ref: Some("env:HERALD_BENCH_WEBHOOK_SECRET".into()),
+        worker_concurrency: Some(256),
+        worker_batch_size: Some(256),
+        ..Default::default()
+    })
+    .unwrap();
+    let store = bench.store().await;
+    let planner = Arc::new(NotificationPlanner::new(&settings));
+    let stop = CancellationToken::new();
+    let metrics = Arc::new(Metrics::new());
+    let runtime =
+        herald::runtime::Runtime::start(&settings, &store, &planner, metrics, stop.clone())
+            .await
+            .unwrap();
+    let service = RunService::new(
+        Arc::new(store.clone()),
+        runtime.jobs.clone(),
+        planner,
+        1 << 20,
+    );
+    let viewer = Viewer {
+        name: "bench".into(),
+        role: Role::Operator,
+    };
+    let mut ids = Vec::with_capacity(runs);
+    for i in 0..runs {
+        let run = service
+            .create(
+                Some(&viewer),
+                CreateRun {
+                    run_type: "etl".into(),
+                    tenant: format!("t{}", i % 8),
+                    callback_url: Some(hook.clone()),
+                    routes: vec![],
+                },
+            )
+            .await
+            .unwrap();
+        ids.push(run.id);
+    }
+    let committed: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let started = Instant::now();
+    let mut producers = tokio::task::JoinSet::new();
+    for chunk in ids.chunks(runs.div_ceil(16)) {
+        let chunk = chunk.to_vec();
+        let service = service.clone();
+        let viewer = viewer.clone();
+        let committed = committed.clone();
+        producers.spawn(async move {
+            for id in chunk {
+                service
+                    .transition(
+                        Some(&viewer),
+                        &id,
+                        TransitionRequest {
+                            to: RunStatus::Succeeded,
+                            result: Some(serde_json::json!({"rows": 1200})),
+                        },
+                    )
+                    .await
+                    .unwrap();
+                committed.lock().unwrap().insert(id, Instant::now());
+            }
+        });
+    }
+    while producers.join_next().await.is_some() {}
+    while arrived.lock().unwrap().len() < runs {
+        assert!(started.elapsed() < Duration::from_secs(600), "timed out");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let took = started.elapsed();
+    stop.cancel();
+    runtime.drain().await;
+    server.abort();
+    let mut micros: Vec<u128> = {
+        let arrived = arrived.lock().unwrap();
+        let committed = committed.lock().unwrap();
+        committed
+            .iter()
+            .map(|(id, at)| arrived[id].saturating_duration_since(*at).as_micros())
+            .collect()
+    };
+    micros.sort_unstable();
+    let pct =
+        |p: f64| micros[((micros.len() as f64 * p) as usize).min(micros.len() - 1)] as f64 / 1000.0;
+    println!(
+        "| {} | {} runs finished by 16 concurrent producers, signed callback to a local receiver | {:.0} deliveries/s end to end ({:.2} s); commit → 2xx p50 {:.1} ms, p99 {:.1} ms |",
+        engine.name(), runs, runs as f64 / took.as_secs_f64(), took.as_secs_f64(), pct(0.5), pct(0.99)
+    );
+    store.close().await;
+    bench.finish().await;
+}
+
+/// Where the time goes: claim and settle of full batches, without the worker.
+async fn probe(engine: Engine, n: usize) {
+    use herald::outbox::model::{Settle, Settlement};
+    use herald::store::ports::ClaimRequest;
+    let bench = Bench::new(engine).await;
+    let store = bench.store().await;
+    backlog(&store, n).await;
+    if let Ok(drop) = std::env::var("PROBE_DROP") {
+        for index in drop.split(',') {
+            sqlx::query(&format!("DROP INDEX {index}"))
+                .execute(store.pool())
+                .await
+                .unwrap();
+        }
+    }
+    let (mut claim_t, mut settle_t, mut batches) = (Duration::ZERO, Duration::ZERO, 0);
+    loop {
+        let t0 = Instant::now();
+        let claimed = store
+            .claim(&ClaimRequest {
+                lease_token: uuid::Uuid::new_v4().simple().to_string(),
+                holder: "probe".into(),
+                limit: 512,
+                kinds: vec!["bench".into()],
+                lease_ms_by_kind: vec![("bench".into(), 60_000)],
+                default_lease_ms: 60_000,
+            })
+            .await
+            .unwrap();
+        claim_t += t0.elapsed();
+        if claimed.is_empty() {
+            break;
+        }
+        let batch: Vec<Settlement> = claimed
+            .iter()
+            .map(|e| Settlement {
+                event_id: e.event_id.clone(),
+                kind: e.kind.clone(),
+                lease_token: e.lease_token.clone(),
+                attempt: e.attempts,
+                cycle: e.cycle,
+                worker: "probe".into(),
+                started_at_ms: 0,
+                finished_at_ms: 0,
+                settle: Settle::Completed,
+                status_code: None,
+                error: None,
+                dead_letter_event: None,
+            })
+            .collect();
+        let t1 = Instant::now();
+        store.settle(&batch).await.unwrap();
+        settle_t += t1.elapsed();
+        batches += 1;
+    }
+    println!(
+        "| {} | probe: {batches} batches of 512 | claim {:.1} ms/batch, settle {:.1} ms/batch → {:.0} events/s without the worker |",
+        engine.name(),
+        claim_t.as_secs_f64() * 1000.0 / batches as f64,
+        settle_t.as_secs_f64() * 1000.0 / batches as f64,
+        n as f64 / (claim_t + settle_t).as_secs_f64()
+    );
+    store.close().await;
+    bench.finish().await;
+}
+
 fn peak_rss_mb() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -326,9 +520,9 @@ fn main() {
     let arg = |name: &str, default: u64| -> Option<u64> {
         match args.iter().position(|a| a == name) {
             Some(i) => args.get(i + 1).and_then(|v| v.parse().ok()),
-            None if args
-                .iter()
-                .any(|a| ["drain", "sustained", "latency", "rss"].contains(&a.as_str())) =>
+            None if args.iter().any(|a| {
+                ["drain", "sustained", "latency", "rss", "webhooks", "probe"].contains(&a.as_str())
+            }) =>
             {
                 None
             }
@@ -346,6 +540,12 @@ fn main() {
             }
             if let Some(s) = arg("latency", 10) {
                 latency(engine, s, 1000).await;
+            }
+            if let Some(n) = arg("probe", 0).filter(|n| *n > 0) {
+                probe(engine, n as usize).await;
+            }
+            if let Some(n) = arg("webhooks", 20_000) {
+                webhooks(engine, n as usize).await;
             }
         }
         if let Some(n) = arg("rss", 1_000_000) {

@@ -31,8 +31,7 @@ CREATE TABLE outbox_events (
     INDEX outbox_due (status, next_attempt_at),
     INDEX outbox_leases (status, lease_expires_at),
     INDEX outbox_parent (parent_type, parent_id),
-    INDEX outbox_kind_status (kind, status, created_at),
-    INDEX outbox_status_created (status, created_at)
+    INDEX outbox_kind_status (kind, status, created_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 CREATE TABLE outbox_attempts (

@@ -34,7 +34,6 @@ CREATE INDEX outbox_due ON outbox_events (status, next_attempt_at);
 CREATE INDEX outbox_leases ON outbox_events (status, lease_expires_at);
 CREATE INDEX outbox_parent ON outbox_events (parent_type, parent_id);
 CREATE INDEX outbox_kind_status ON outbox_events (kind, status, created_at);
-CREATE INDEX outbox_status_created ON outbox_events (status, created_at);
 
 CREATE TABLE outbox_attempts (
     event_id TEXT NOT NULL,

@@ -73,6 +73,9 @@ pub struct Worker {
     wake: Arc<Notify>,
 }
 
+/// How long the settler waits for more finished attempts to share a commit.
+const SETTLE_LINGER: Duration = Duration::from_millis(2);
+
 /// Transient store failures (a lost commit race, a busy database) are retried this often.
 const SETTLE_TRIES: u32 = 5;
 
@@ -309,9 +312,17 @@ async fn settle_loop(
     const MAX_BATCH: usize = 512;
     while let Some(first) = finished.recv().await {
         let mut batch = vec![first];
+        let linger_until = tokio::time::Instant::now() + SETTLE_LINGER;
         while batch.len() < MAX_BATCH {
             match finished.try_recv() {
                 Ok(more) => batch.push(more),
+                // A moment's wait lets a claimed batch settle in one commit instead of many.
+                Err(_) if tokio::time::Instant::now() < linger_until => {
+                    match tokio::time::timeout_at(linger_until, finished.recv()).await {
+                        Ok(Some(more)) => batch.push(more),
+                        _ => break,
+                    }
+                }
                 Err(_) => break,
             }
         }

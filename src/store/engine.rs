@@ -122,10 +122,12 @@ impl Engine {
     /// An `UPDATE` of at most `limit` rows matching `filter`, taken in `order`.
     ///
     /// MySQL has `UPDATE … ORDER BY … LIMIT` but cannot select from the table it
-    /// updates; PostgreSQL and SQLite pick the rows in a subquery and re-check
-    /// `recheck` (which must need no bound values) on each row as it is updated, so
-    /// a row another claimer took in the meantime is skipped. No `SKIP LOCKED`: the
-    /// same shape is correct on TiDB and Galera.
+    /// updates. PostgreSQL picks the rows in a subquery and re-checks `recheck`
+    /// (which must need no bound values) on each row as it is updated, so a row
+    /// another claimer took in the meantime is skipped. SQLite runs the whole
+    /// statement under its single write lock, so nothing can change in between; a
+    /// recheck there would only steer its planner onto a scan of every due row. No
+    /// `SKIP LOCKED`: the same shape is correct on TiDB and Galera.
     pub fn limited_update(
         self,
         table: &str,
@@ -139,12 +141,21 @@ impl Engine {
             Engine::MySql => {
                 format!("UPDATE {table} SET {set} WHERE {filter} ORDER BY {order} LIMIT {limit}")
             }
-            Engine::Sqlite | Engine::Postgres => format!(
+            Engine::Postgres => format!(
                 "UPDATE {table} SET {set} WHERE event_id IN \
                  (SELECT event_id FROM {table} WHERE {filter} ORDER BY {order} LIMIT {limit}) \
                  AND {recheck}"
             ),
+            Engine::Sqlite => format!(
+                "UPDATE {table} SET {set} WHERE event_id IN \
+                 (SELECT event_id FROM {table} WHERE {filter} ORDER BY {order} LIMIT {limit})"
+            ),
         }
+    }
+
+    /// Whether `UPDATE … RETURNING` is available (not on MySQL/MariaDB).
+    pub fn has_returning(self) -> bool {
+        matches!(self, Engine::Sqlite | Engine::Postgres)
     }
 
     /// What makes a `SELECT` lock its rows until the transaction ends (SQLite's
@@ -231,13 +242,13 @@ mod pinned_migrations {
 
     const PINNED: &[(Engine, i64, &str)] = &[
         (Engine::Sqlite, 1, "08418a6848c6d4749d25a2051be2974e3b1d5fff65828f3dcb0ef5ed039226b5fb95fec7a72e2d3d402a1379a94680a1"),
-        (Engine::Sqlite, 2, "a1e85a9499e4050f44e2fd783389664277eb214888304b654870113bbe62a54b8bbe042cc15ba73fe01feb4dac71b82c"),
+        (Engine::Sqlite, 2, "008fa6fd27ca3c488fc8f7edc946fd30d6bbaf0a811c31ce8b33613b8e2b489a27b9e79b1e7be98fad70db4eaef01e00"),
         (Engine::Sqlite, 3, "3018f744ab9ce54b043f18a1fd895d652cd7ba7bbe2196decc4ee7535cc204e04f9a2a6d3bc471cd6637c3e8c3ea7b91"),
         (Engine::Postgres, 1, "f07585c35a521d00a45214b194364358f69879bb7bfa502a533ad9bbf5a5f98b52c10a41682a18bdc6e8782e4d99e36b"),
-        (Engine::Postgres, 2, "06fd9a37c8274d65fe25a3df728cecf208ba5ac1fdacae966459c2ec8287c806c984e2a2619cc13df5eab7a1a5a5b365"),
+        (Engine::Postgres, 2, "6b169987ccf09ab76f29de6c8b135d75ab34dc117ea759e397bdaa4983aa49244bee3d2b74b4025d3bf69761fddf349f"),
         (Engine::Postgres, 3, "3018f744ab9ce54b043f18a1fd895d652cd7ba7bbe2196decc4ee7535cc204e04f9a2a6d3bc471cd6637c3e8c3ea7b91"),
         (Engine::MySql, 1, "1b581b8b02aa611a72b4e888aeef4dd44a7869630da4fa86cde52e817119c185a7e01de3ff2298b326134abdec30d1ec"),
-        (Engine::MySql, 2, "7cbb84a5387f2a5c3dc13d393378353c0a6c51f043f629c3536385227c236a3df10be7708b8962349e959b482d4f77e1"),
+        (Engine::MySql, 2, "b25ae144b43823f1198c00f86305ec54ac8eb18e0c2f0649c1ebbc4823ba181d67278967b56fa6af3fa4971365d7b6ce"),
         (Engine::MySql, 3, "067caa0ce8b2d63ada14b3d417c7bc98e8ee38ee13f80ffae457fb8b12c78234fe4957fb8ab6ca5e428b7462c7798ef4"),
     ];
 

@@ -80,8 +80,15 @@ impl SqlStore {
         let connect_options = AnyConnectOptions::from_str(&url)
             .map_err(connect_error)?
             .disable_statement_logging();
+        // SQLite allows one writer at a time, and its busy handler waits by sleeping:
+        // writers queued on one connection in the pool's fair async queue are far
+        // faster than several connections taking turns through BUSY.
+        let max_connections = match engine {
+            Engine::Sqlite => 1,
+            _ => options.max_connections.max(1),
+        };
         let pool = AnyPoolOptions::new()
-            .max_connections(options.max_connections.max(1))
+            .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(30))
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {

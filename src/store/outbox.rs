@@ -24,6 +24,11 @@ const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, parent_id, pay
      lease_expires_at, last_error, last_status_code, created_at, updated_at, completed_at, failed_at, \
      alerted_at, uncertain_at, dead_letter_id";
 
+/// What a claim hands to the worker.
+const CLAIM_COLUMNS: &str =
+    "event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
+     attempts, cycle, cycle_attempts, max_attempts, lease_token";
+
 /// The fence every worker write carries.
 const FENCE: &str = "lease_token = ? AND status = 'processing' AND lease_expires_at > ";
 
@@ -111,7 +116,7 @@ impl SqlStore {
         recheck: &str,
         order: &str,
         limit: u32,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
         let now = self.engine.now_ms();
         let set = format!(
             "status = 'processing', lease_token = ?, lease_holder = ?, lease_expires_at = {}, \
@@ -122,9 +127,13 @@ impl SqlStore {
             "{filter} AND kind IN ({})",
             placeholders(request.kinds.len())
         );
-        let sql = self
-            .engine
-            .limited_update("outbox_events", &set, &filter, recheck, order, limit);
+        let mut sql =
+            self.engine
+                .limited_update("outbox_events", &set, &filter, recheck, order, limit);
+        if self.engine.has_returning() {
+            sql.push_str(" RETURNING ");
+            sql.push_str(CLAIM_COLUMNS);
+        }
         let sql = self.engine.sql(&sql);
         let mut query = sqlx::query(&sql)
             .bind(&request.lease_token)
@@ -136,7 +145,22 @@ impl SqlStore {
         for kind in &request.kinds {
             query = query.bind(kind);
         }
-        Ok(query.execute(&self.pool).await?.rows_affected())
+        if self.engine.has_returning() {
+            let rows = query.fetch_all(&self.pool).await?;
+            return rows.iter().map(claimed_from_row).collect();
+        }
+        // Without RETURNING (MySQL), read the claim back by its token once committed.
+        if query.execute(&self.pool).await?.rows_affected() == 0 {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {CLAIM_COLUMNS} FROM outbox_events WHERE status = 'processing' AND lease_token = ?"
+        );
+        let rows = sqlx::query(&self.engine.sql(&sql))
+            .bind(&request.lease_token)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(claimed_from_row).collect()
     }
 
     async fn write_attempts(
@@ -400,7 +424,7 @@ impl OutboxStore for SqlStore {
         }
         let now = self.engine.now_ms();
         // Expired leases of redeliverable events first: they are the oldest owed work.
-        let reclaimed = self
+        let mut claimed = self
             .claim_where(
                 request,
                 &format!(
@@ -412,25 +436,15 @@ impl OutboxStore for SqlStore {
                 request.limit,
             )
             .await?;
-        let remaining = request.limit.saturating_sub(reclaimed as u32);
+        let remaining = request.limit.saturating_sub(claimed.len() as u32);
         if remaining > 0 {
-            self.claim_where(
-                request,
-                &format!("status = 'pending' AND next_attempt_at <= {now}"),
-                &format!("status = 'pending' AND next_attempt_at <= {now}"),
-                "next_attempt_at",
-                remaining,
-            )
-            .await?;
+            let due = format!("status = 'pending' AND next_attempt_at <= {now}");
+            claimed.extend(
+                self.claim_where(request, &due, &due, "next_attempt_at", remaining)
+                    .await?,
+            );
         }
-        let sql = "SELECT event_id, source, kind, parent_type, parent_id, payload, redeliverable, attempts, \
-             cycle, cycle_attempts, max_attempts, lease_token FROM outbox_events \
-             WHERE status = 'processing' AND lease_token = ?";
-        let rows = sqlx::query(&self.engine.sql(sql))
-            .bind(&request.lease_token)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(claimed_from_row).collect()
+        Ok(claimed)
     }
 
     async fn renew(

@@ -266,6 +266,32 @@ async fn a_terminal_transition_commits_signed_callback_and_route_deliveries() {
     let (status, refused) = api.finish(&run, "failed", Value::Null).await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(refused["current_status"], "succeeded");
+
+    // Metrics carry counts, never ids, tenants, recipients or payloads.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let metrics = api
+        .client
+        .get(format!("{}/metrics", api.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(r#"herald_outbox_attempts_total{kind="callback",outcome="completed"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            r#"herald_outbox_events{kind="delivery",source="jobs",status="completed"} 2"#
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains(r#"herald_outbox_available{source="jobs"} 1"#));
+    for secret in [run.as_str(), "acme", "Acme Ops", "all good", "127.0.0.1"] {
+        assert!(!metrics.contains(secret), "metrics leak {secret:?}");
+    }
     receiver.stop();
     server.stop().await;
 }
