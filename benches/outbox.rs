@@ -1,6 +1,6 @@
 //! Outbox throughput, latency and memory (issue: drain, sustained, commit-to-start, RSS).
 //!
-//! `cargo bench --bench outbox -- [sqlite|postgres] [drain N] [sustained SECS] [latency SECS] [webhooks N] [rss N]`
+//! `cargo bench --bench outbox -- [sqlite|postgres] [drain N] [sustained SECS] [latency SECS [rate N]] [webhooks N] [rss N] [probe N]`
 //! With no arguments: SQLite and PostgreSQL, every scenario at its documented size.
 //! PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
 //! Figures go to stdout as Markdown table rows for docs/BENCHMARKS.md.
@@ -130,7 +130,13 @@ async fn backlog(store: &SqlStore, n: usize) -> Duration {
         }
         tx.commit().await.unwrap();
     }
-    started.elapsed()
+    let took = started.elapsed();
+    if store.engine() == Engine::Postgres {
+        // What autovacuum does after a bulk load; without statistics the planner
+        // reads a fresh 100,000-row table as one row and claims by the wrong index.
+        sqlx::query("ANALYZE outbox_events").execute(store.pool()).await.unwrap();
+    }
+    took
 }
 
 fn start_worker(
@@ -539,7 +545,13 @@ fn main() {
                 sustained(engine, s, 16).await;
             }
             if let Some(s) = arg("latency", 10) {
-                latency(engine, s, 1000).await;
+                let rate = args
+                    .iter()
+                    .position(|a| a == "rate")
+                    .and_then(|i| args.get(i + 1))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(1000);
+                latency(engine, s, rate).await;
             }
             if let Some(n) = arg("probe", 0).filter(|n| *n > 0) {
                 probe(engine, n as usize).await;

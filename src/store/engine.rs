@@ -119,7 +119,9 @@ impl Engine {
         }
     }
 
-    /// An `UPDATE` of at most `limit` rows matching `filter`, taken in `order`.
+    /// An `UPDATE` of at most `LIMIT ?` rows matching `filter`, taken in `order`
+    /// (the limit is bound after `filter`'s values, so the statement's text, and so
+    /// its prepared statement, does not change with it).
     ///
     /// MySQL has `UPDATE … ORDER BY … LIMIT` but cannot select from the table it
     /// updates. PostgreSQL picks the rows in a subquery and re-checks `recheck`
@@ -135,20 +137,19 @@ impl Engine {
         filter: &str,
         recheck: &str,
         order: &str,
-        limit: u32,
     ) -> String {
         match self {
             Engine::MySql => {
-                format!("UPDATE {table} SET {set} WHERE {filter} ORDER BY {order} LIMIT {limit}")
+                format!("UPDATE {table} SET {set} WHERE {filter} ORDER BY {order} LIMIT ?")
             }
             Engine::Postgres => format!(
                 "UPDATE {table} SET {set} WHERE event_id IN \
-                 (SELECT event_id FROM {table} WHERE {filter} ORDER BY {order} LIMIT {limit}) \
+                 (SELECT event_id FROM {table} WHERE {filter} ORDER BY {order} LIMIT ?) \
                  AND {recheck}"
             ),
             Engine::Sqlite => format!(
                 "UPDATE {table} SET {set} WHERE event_id IN \
-                 (SELECT event_id FROM {table} WHERE {filter} ORDER BY {order} LIMIT {limit})"
+                 (SELECT event_id FROM {table} WHERE {filter} ORDER BY {order} LIMIT ?)"
             ),
         }
     }
@@ -191,6 +192,14 @@ impl Engine {
 /// `?, ?, ?` for `n` values.
 pub fn placeholders(n: usize) -> String {
     vec!["?"; n].join(", ")
+}
+
+/// How many values a list of `n` is bound as: the next power of two, the rest filled
+/// by repeating the last value. Variable-length `IN (…)` lists and multi-row inserts
+/// then come in a handful of statement shapes that stay prepared, instead of one new
+/// statement per length.
+pub fn padded_len(n: usize) -> usize {
+    n.max(1).next_power_of_two()
 }
 
 /// A database URL with its password removed, safe for errors and logs.

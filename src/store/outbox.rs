@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Transaction};
 
-use super::engine::placeholders;
+use super::engine::{padded_len, placeholders};
 use super::ports::{ClaimRequest, ManualRetry, OutboxStore, SweepReport, WriteTx};
 use super::row::{int, opt_text, text};
 use super::{SqlStore, StoreError};
@@ -23,6 +23,12 @@ const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, parent_id, pay
      status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, lease_token, lease_holder, \
      lease_expires_at, last_error, last_status_code, created_at, updated_at, completed_at, failed_at, \
      alerted_at, uncertain_at, dead_letter_id";
+
+/// `items`, then its last item again up to [`padded_len`].
+fn padded<T>(items: &[T]) -> impl Iterator<Item = &T> {
+    let fill = padded_len(items.len()) - items.len();
+    items.iter().chain(items.last().into_iter().cycle().take(fill))
+}
 
 /// What a claim hands to the worker.
 const CLAIM_COLUMNS: &str =
@@ -86,15 +92,14 @@ fn claimed_from_row(row: &AnyRow) -> Result<ClaimedEvent, StoreError> {
 }
 
 impl SqlStore {
-    async fn get_event_in(
-        &self,
-        tx: &mut Transaction<'static, Any>,
-        event_id: &str,
-    ) -> Result<Option<EventRecord>, StoreError> {
+    async fn fetch_event<'e, E>(&self, executor: E, event_id: &str) -> Result<Option<EventRecord>, StoreError>
+    where
+        E: sqlx::Executor<'e, Database = Any>,
+    {
         let sql = format!("SELECT {EVENT_COLUMNS} FROM outbox_events WHERE event_id = ?");
         let row = sqlx::query(&self.engine.sql(&sql))
             .bind(event_id)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(executor)
             .await?;
         row.as_ref().map(event_from_row).transpose()
     }
@@ -129,7 +134,7 @@ impl SqlStore {
         );
         let mut sql =
             self.engine
-                .limited_update("outbox_events", &set, &filter, recheck, order, limit);
+                .limited_update("outbox_events", &set, &filter, recheck, order);
         if self.engine.has_returning() {
             sql.push_str(" RETURNING ");
             sql.push_str(CLAIM_COLUMNS);
@@ -145,6 +150,7 @@ impl SqlStore {
         for kind in &request.kinds {
             query = query.bind(kind);
         }
+        query = query.bind(i64::from(limit));
         if self.engine.has_returning() {
             let rows = query.fetch_all(&self.pool).await?;
             return rows.iter().map(claimed_from_row).collect();
@@ -172,15 +178,17 @@ impl SqlStore {
             return Ok(());
         }
         let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?)";
-        // Insert-if-absent: a replayed settlement (lost acknowledgement) logs once.
+        // Insert-if-absent: a replayed settlement (lost acknowledgement) logs once,
+        // and the padding rows (repeats of the last) add nothing.
+        let width = padded_len(accepted.len());
         let sql = format!(
             "INSERT INTO outbox_attempts (event_id, attempt, cycle, started_at, finished_at, outcome, status_code, error, worker) VALUES {} {}",
-            vec![row; accepted.len()].join(", "),
+            vec![row; width].join(", "),
             self.engine.insert_if_absent_tail("event_id, attempt")
         );
         let sql = self.engine.sql(&sql);
         let mut query = sqlx::query(&sql);
-        for s in accepted {
+        for s in padded(accepted) {
             query = query
                 .bind(&s.event_id)
                 .bind(s.attempt)
@@ -205,7 +213,7 @@ impl SqlStore {
     ) -> Result<Vec<bool>, StoreError> {
         let now = self.engine.now_ms();
         let first = group[0];
-        let ids = placeholders(group.len());
+        let ids = placeholders(padded_len(group.len()));
         let sql = format!(
             "UPDATE outbox_events SET status = 'completed', completed_at = {now}, updated_at = {now}, \
              lease_expires_at = NULL, last_status_code = ?, last_error = NULL \
@@ -213,7 +221,7 @@ impl SqlStore {
         );
         let sql = self.engine.sql(&sql);
         let mut query = sqlx::query(&sql).bind(first.status_code.map(i64::from));
-        for s in group {
+        for s in padded(group) {
             query = query.bind(&s.event_id);
         }
         let affected = query
@@ -231,7 +239,7 @@ impl SqlStore {
         );
         let sql = self.engine.sql(&sql);
         let mut query = sqlx::query(&sql);
-        for s in group {
+        for s in padded(group) {
             query = query.bind(&s.event_id);
         }
         let rows = query.bind(&first.lease_token).fetch_all(&mut **tx).await?;
@@ -460,11 +468,11 @@ impl OutboxStore for SqlStore {
         let sql = format!(
             "UPDATE outbox_events SET lease_expires_at = {now} + ?, updated_at = {now} \
              WHERE event_id IN ({}) AND {FENCE}{now}",
-            placeholders(event_ids.len())
+            placeholders(padded_len(event_ids.len()))
         );
         let sql = self.engine.sql(&sql);
         let mut query = sqlx::query(&sql).bind(lease_ms);
-        for id in event_ids {
+        for id in padded(event_ids) {
             query = query.bind(id);
         }
         Ok(query
@@ -557,7 +565,7 @@ impl OutboxStore for SqlStore {
             if affected == 1 {
                 self.write_dead_letter(&mut tx, &dead_letter, &event_id, &kind, Some(reason))
                     .await?;
-                let failed = self.get_event_in(&mut tx, &event_id).await?;
+                let failed = self.fetch_event(&mut *tx, &event_id).await?;
                 let notification = match (dead_letter_notifier, failed) {
                     (Some(notify), Some(event)) => notify(&FailedEvent {
                         event_id: event.event_id,
@@ -643,12 +651,7 @@ impl OutboxStore for SqlStore {
     }
 
     async fn get_event(&self, event_id: &str) -> Result<Option<EventRecord>, StoreError> {
-        let sql = format!("SELECT {EVENT_COLUMNS} FROM outbox_events WHERE event_id = ?");
-        let row = sqlx::query(&self.engine.sql(&sql))
-            .bind(event_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(event_from_row).transpose()
+        self.fetch_event(&self.pool, event_id).await
     }
 
     async fn events_for_parent(

@@ -2,26 +2,13 @@
 //! API and its error answers.
 
 use app::dto::Role;
-use herald::config::{Settings, SettingsArgs};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::support::{TestServer, ADMIN_PASSWORD};
 
 async fn token(server: &TestServer, role: Role) -> String {
-    let settings = Settings::resolve(&SettingsArgs {
-        database_url: Some(server.db.url.clone()),
-        ..Default::default()
-    })
-    .unwrap();
-    let store = herald::server::open_store(&settings).await.unwrap();
-    let accounts = herald::server::account_service(&store, &settings);
-    let created = accounts
-        .create_token(None, role.as_str(), role)
-        .await
-        .unwrap();
-    store.close().await;
-    created.secret
+    crate::support::api_token(&server.db.url, role).await
 }
 
 async fn sign_in(

@@ -5,7 +5,6 @@
 use std::time::{Duration, Instant};
 
 use app::dto::Role;
-use herald::config::{Settings, SettingsArgs};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -79,19 +78,7 @@ async fn start(
 }
 
 async fn operator_token(server: &TestServer) -> String {
-    let settings = Settings::resolve(&SettingsArgs {
-        database_url: Some(server.db.url.clone()),
-        ..Default::default()
-    })
-    .unwrap();
-    let store = herald::server::open_store(&settings).await.unwrap();
-    let accounts = herald::server::account_service(&store, &settings);
-    let created = accounts
-        .create_token(None, "producer", Role::Operator)
-        .await
-        .unwrap();
-    store.close().await;
-    created.secret
+    crate::support::api_token(&server.db.url, Role::Operator).await
 }
 
 struct Api {
@@ -659,17 +646,8 @@ async fn sigkill_while_the_receiver_holds_the_request_redelivers_the_same_id() {
         assert!(Instant::now() < deadline, "child server never became ready");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let settings = Settings::resolve(&SettingsArgs {
-        database_url: Some(db.url.clone()),
-        ..Default::default()
-    })
-    .unwrap();
-    let store = herald::server::open_store(&settings).await.unwrap();
-    let token = herald::server::account_service(&store, &settings)
-        .create_token(None, "producer", Role::Operator)
-        .await
-        .unwrap()
-        .secret;
+    let token = crate::support::api_token(&db.url, Role::Operator).await;
+    let store = db.store().await;
     let api = Api {
         base: base.clone(),
         token,

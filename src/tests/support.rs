@@ -433,3 +433,18 @@ impl Drop for HeraldProcess {
         let _ = self.child.wait();
     }
 }
+
+/// Creates an API token of `role` in the store at `database_url` (as `herald token
+/// create` does) and returns its secret.
+pub async fn api_token(database_url: &str, role: app::dto::Role) -> String {
+    let settings = Settings::resolve(&SettingsArgs {
+        database_url: Some(database_url.to_string()),
+        ..Default::default()
+    })
+    .unwrap();
+    let store = herald::server::open_store(&settings).await.unwrap();
+    let accounts = herald::server::account_service(&store, &settings);
+    let created = accounts.create_token(None, role.as_str(), role).await.unwrap();
+    store.close().await;
+    created.secret
+}
