@@ -134,7 +134,10 @@ async fn backlog(store: &SqlStore, n: usize) -> Duration {
     if store.engine() == Engine::Postgres {
         // What autovacuum does after a bulk load; without statistics the planner
         // reads a fresh 100,000-row table as one row and claims by the wrong index.
-        sqlx::query("ANALYZE outbox_events").execute(store.pool()).await.unwrap();
+        sqlx::query("ANALYZE outbox_events")
+            .execute(store.pool())
+            .await
+            .unwrap();
     }
     took
 }

@@ -27,7 +27,9 @@ const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, parent_id, pay
 /// `items`, then its last item again up to [`padded_len`].
 fn padded<T>(items: &[T]) -> impl Iterator<Item = &T> {
     let fill = padded_len(items.len()) - items.len();
-    items.iter().chain(items.last().into_iter().cycle().take(fill))
+    items
+        .iter()
+        .chain(items.last().into_iter().cycle().take(fill))
 }
 
 /// What a claim hands to the worker.
@@ -92,7 +94,11 @@ fn claimed_from_row(row: &AnyRow) -> Result<ClaimedEvent, StoreError> {
 }
 
 impl SqlStore {
-    async fn fetch_event<'e, E>(&self, executor: E, event_id: &str) -> Result<Option<EventRecord>, StoreError>
+    async fn fetch_event<'e, E>(
+        &self,
+        executor: E,
+        event_id: &str,
+    ) -> Result<Option<EventRecord>, StoreError>
     where
         E: sqlx::Executor<'e, Database = Any>,
     {
@@ -132,9 +138,9 @@ impl SqlStore {
             "{filter} AND kind IN ({})",
             placeholders(request.kinds.len())
         );
-        let mut sql =
-            self.engine
-                .limited_update("outbox_events", &set, &filter, recheck, order);
+        let mut sql = self
+            .engine
+            .limited_update("outbox_events", &set, &filter, recheck, order);
         if self.engine.has_returning() {
             sql.push_str(" RETURNING ");
             sql.push_str(CLAIM_COLUMNS);

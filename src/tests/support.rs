@@ -444,7 +444,10 @@ pub async fn api_token(database_url: &str, role: app::dto::Role) -> String {
     .unwrap();
     let store = herald::server::open_store(&settings).await.unwrap();
     let accounts = herald::server::account_service(&store, &settings);
-    let created = accounts.create_token(None, role.as_str(), role).await.unwrap();
+    let created = accounts
+        .create_token(None, role.as_str(), role)
+        .await
+        .unwrap();
     store.close().await;
     created.secret
 }
