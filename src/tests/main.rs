@@ -3,6 +3,7 @@
 
 mod support;
 
+mod cli;
 mod crash;
 mod http_api;
 mod notifications;
