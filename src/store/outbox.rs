@@ -265,86 +265,47 @@ impl SqlStore {
         let now = self.engine.now_ms();
         let error = s.error.as_deref().map(bound_error);
         let code = s.status_code.map(i64::from);
-        let fence = format!("event_id = ? AND {FENCE}{now}");
-        let affected = match &s.settle {
+        let dead_letter = dead_letter_id(&s.event_id);
+        // What each state sets besides the error, the status code and the end of the lease.
+        let state = match &s.settle {
             Settle::Completed => unreachable!("completions are settled in groups"),
-            Settle::Retry { delay_ms } => {
-                let sql = format!(
-                    "UPDATE outbox_events SET status = 'pending', next_attempt_at = {now} + ?, \
-                     last_error = ?, last_status_code = ?, lease_token = NULL, lease_holder = NULL, \
-                     lease_expires_at = NULL, updated_at = {now} WHERE {fence}"
-                );
-                sqlx::query(&self.engine.sql(&sql))
-                    .bind(*delay_ms)
-                    .bind(error)
-                    .bind(code)
-                    .bind(&s.event_id)
-                    .bind(&s.lease_token)
-                    .execute(&mut **tx)
-                    .await?
-                    .rows_affected()
-            }
-            Settle::Failed { .. } => {
-                let dead_letter = dead_letter_id(&s.event_id);
-                let sql = format!(
-                    "UPDATE outbox_events SET status = 'failed', failed_at = {now}, alerted_at = {now}, \
-                     last_error = ?, last_status_code = ?, lease_expires_at = NULL, dead_letter_id = ?, \
-                     updated_at = {now} WHERE {fence}"
-                );
-                let affected = sqlx::query(&self.engine.sql(&sql))
-                    .bind(error.clone())
-                    .bind(code)
-                    .bind(&dead_letter)
-                    .bind(&s.event_id)
-                    .bind(&s.lease_token)
-                    .execute(&mut **tx)
-                    .await?
-                    .rows_affected();
-                if affected == 1 {
-                    self.write_dead_letter(
-                        tx,
-                        &dead_letter,
-                        &s.event_id,
-                        &s.kind,
-                        error.as_deref(),
-                    )
-                    .await?;
-                    if let Some(notification) = &s.dead_letter_event {
-                        self.enqueue_in(tx, notification).await?;
-                    }
-                }
-                affected
-            }
-            Settle::Skipped => {
-                let sql = format!(
-                    "UPDATE outbox_events SET status = 'skipped', last_error = ?, last_status_code = ?, \
-                     lease_expires_at = NULL, updated_at = {now} WHERE {fence}"
-                );
-                sqlx::query(&self.engine.sql(&sql))
-                    .bind(error)
-                    .bind(code)
-                    .bind(&s.event_id)
-                    .bind(&s.lease_token)
-                    .execute(&mut **tx)
-                    .await?
-                    .rows_affected()
-            }
-            Settle::Uncertain => {
-                let sql = format!(
-                    "UPDATE outbox_events SET status = 'uncertain', uncertain_at = {now}, last_error = ?, \
-                     last_status_code = ?, lease_expires_at = NULL, updated_at = {now} WHERE {fence}"
-                );
-                sqlx::query(&self.engine.sql(&sql))
-                    .bind(error)
-                    .bind(code)
-                    .bind(&s.event_id)
-                    .bind(&s.lease_token)
-                    .execute(&mut **tx)
-                    .await?
-                    .rows_affected()
-            }
+            Settle::Retry { .. } => format!(
+                "status = 'pending', next_attempt_at = {now} + ?, lease_token = NULL, lease_holder = NULL"
+            ),
+            Settle::Failed { .. } => format!(
+                "status = 'failed', failed_at = {now}, alerted_at = {now}, dead_letter_id = ?"
+            ),
+            Settle::Skipped => "status = 'skipped'".to_string(),
+            Settle::Uncertain => format!("status = 'uncertain', uncertain_at = {now}"),
         };
-        Ok(affected == 1)
+        let sql = format!(
+            "UPDATE outbox_events SET {state}, last_error = ?, last_status_code = ?, \
+             lease_expires_at = NULL, updated_at = {now} WHERE event_id = ? AND {FENCE}{now}"
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        query = match &s.settle {
+            Settle::Retry { delay_ms } => query.bind(*delay_ms),
+            Settle::Failed { .. } => query.bind(&dead_letter),
+            _ => query,
+        };
+        let accepted = query
+            .bind(error.clone())
+            .bind(code)
+            .bind(&s.event_id)
+            .bind(&s.lease_token)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected()
+            == 1;
+        if accepted && matches!(s.settle, Settle::Failed { .. }) {
+            self.write_dead_letter(tx, &dead_letter, &s.event_id, &s.kind, error.as_deref())
+                .await?;
+            if let Some(notification) = &s.dead_letter_event {
+                self.enqueue_in(tx, notification).await?;
+            }
+        }
+        Ok(accepted)
     }
 
     async fn write_dead_letter(
