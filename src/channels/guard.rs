@@ -62,10 +62,11 @@ fn is_public(ip: IpAddr) -> bool {
                 || a == 0
                 || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
                 || (a == 198 && (b == 18 || b == 19)) // benchmarking
+                || (a == 192 && b == 0 && v4.octets()[2] == 0) // IETF protocol assignments
                 || a >= 240)
         }
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
+            if let Some(v4) = embedded_ipv4(v6) {
                 return is_public(IpAddr::V4(v4));
             }
             let first = v6.segments()[0];
@@ -73,9 +74,38 @@ fn is_public(ip: IpAddr) -> bool {
                 || v6.is_unspecified()
                 || v6.is_multicast()
                 || (first & 0xfe00) == 0xfc00 // unique local
-                || (first & 0xffc0) == 0xfe80) // link-local
+                || (first & 0xffc0) == 0xfe80 // link-local
+                || (first & 0xffc0) == 0xfec0 // site-local (deprecated, still routed privately)
+                || v6.segments()[..3] == [0x64, 0xff9b, 0x0001]) // local-use NAT64
         }
     }
+}
+
+/// The IPv4 address an IPv6 address carries: IPv4-mapped (`::ffff:a.b.c.d`),
+/// IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`) and 6to4
+/// (`2002:aabb:ccdd::`). Each reaches that IPv4 host, so it is judged as that host.
+fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    let s = v6.segments();
+    let tail =
+        || std::net::Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    if s[..6] == [0, 0, 0, 0, 0, 0] && !(v6.is_loopback() || v6.is_unspecified()) {
+        return Some(tail());
+    }
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        return Some(tail());
+    }
+    if s[0] == 0x2002 {
+        return Some(std::net::Ipv4Addr::new(
+            (s[1] >> 8) as u8,
+            s[1] as u8,
+            (s[2] >> 8) as u8,
+            s[2] as u8,
+        ));
+    }
+    None
 }
 
 /// A resolver that drops refused addresses; a name with none left fails to connect.
@@ -132,6 +162,12 @@ mod tests {
             "fd00::1",
             "::ffff:127.0.0.1",
             "100.64.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "2002:7f00:1::",
+            "::10.0.0.1",
+            "fec0::1",
+            "64:ff9b:1::1",
+            "192.0.0.8",
         ] {
             assert!(guard.check(ip.parse().unwrap()).is_err(), "{ip}");
         }

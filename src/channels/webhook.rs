@@ -49,6 +49,8 @@ pub fn delivery_client(
         .timeout(timeout)
         .connect_timeout(timeout.min(Duration::from_secs(10)))
         .redirect(reqwest::redirect::Policy::none())
+        // A proxy would resolve destinations itself, out of the guard's sight.
+        .no_proxy()
         .dns_resolver(Arc::new(GuardedResolver {
             guard: guard.clone(),
         }))

@@ -126,7 +126,14 @@ fn urlencode(value: &str) -> String {
 /// Only a local path may be a post-sign-in destination (no open redirects).
 fn safe_next(next: Option<&str>) -> String {
     match next {
-        Some(path) if path.starts_with('/') && !path.starts_with("//") && !path.contains('\\') => {
+        // Browsers drop tabs and newlines from URLs, so `/\t/evil` would become
+        // `//evil`: refuse control characters and whitespace outright.
+        Some(path)
+            if path.starts_with('/')
+                && !path.starts_with("//")
+                && !path.contains('\\')
+                && !path.chars().any(|c| c.is_control() || c.is_whitespace()) =>
+        {
             path.to_string()
         }
         _ => "/runs".to_string(),
@@ -222,6 +229,8 @@ mod tests {
         );
         assert_eq!(safe_next(Some("//evil.example")), "/runs");
         assert_eq!(safe_next(Some("https://evil.example")), "/runs");
+        assert_eq!(safe_next(Some("/\t/evil.example")), "/runs");
+        assert_eq!(safe_next(Some("/\n/evil.example")), "/runs");
         assert_eq!(safe_next(None), "/runs");
     }
 }

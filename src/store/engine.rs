@@ -205,11 +205,14 @@ pub fn padded_len(n: usize) -> usize {
 /// A database URL with its password removed, safe for errors and logs.
 pub fn redact_url(url: &str) -> String {
     match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("***"));
+            }
+            // Options such as `?password=` may carry secrets too.
+            parsed.set_query(None);
             parsed.to_string()
         }
-        Ok(parsed) => parsed.to_string(),
         Err(_) => url.split('@').next_back().unwrap_or_default().to_string(),
     }
 }
@@ -240,6 +243,7 @@ mod tests {
         );
         let err = Engine::from_url("redis://user:secret@h").unwrap_err();
         assert!(!err.to_string().contains("secret"), "{err}");
+        assert!(!redact_url("postgres://h/db?password=hunter2").contains("hunter2"));
     }
 }
 

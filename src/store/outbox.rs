@@ -413,9 +413,15 @@ impl OutboxStore for SqlStore {
             .await?;
         let remaining = request.limit.saturating_sub(claimed.len() as u32);
         if remaining > 0 {
+            // A token of its own: where rows are read back by token (MySQL), the
+            // reclaimed ones must not come back a second time.
+            let pending = ClaimRequest {
+                lease_token: uuid::Uuid::new_v4().simple().to_string(),
+                ..request.clone()
+            };
             let due = format!("status = 'pending' AND next_attempt_at <= {now}");
             claimed.extend(
-                self.claim_where(request, &due, &due, "next_attempt_at", remaining)
+                self.claim_where(&pending, &due, &due, "next_attempt_at", remaining)
                     .await?,
             );
         }

@@ -24,6 +24,7 @@ crate::contract_tests!(
     a_sweep_never_overwrites_an_event_that_completed,
     a_replayed_settlement_changes_nothing,
     claims_take_only_registered_kinds_and_due_events,
+    a_claim_of_expired_and_pending_events_hands_each_out_once,
 );
 
 fn event(id: &str) -> NewEvent {
@@ -575,5 +576,23 @@ async fn claims_take_only_registered_kinds_and_due_events(db: &TestDb) {
     let ids: Vec<&str> = claimed.iter().map(|e| e.event_id.as_str()).collect();
     assert_eq!(ids, vec!["now"]);
     assert_eq!(claimed[0].payload, "{\"n\":1}");
+    store.close().await;
+}
+
+async fn a_claim_of_expired_and_pending_events_hands_each_out_once(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event("expired")]).await;
+    assert_eq!(claim(&store, &claim_request(10, 200)).await.len(), 1);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    enqueue(&store, &[event("fresh")]).await;
+    let claimed = claim(&store, &claim_request(10, 30_000)).await;
+    let mut ids: Vec<&str> = claimed.iter().map(|e| e.event_id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, vec!["expired", "fresh"], "each event exactly once");
+    let batch: Vec<Settlement> = claimed
+        .iter()
+        .map(|e| settlement(e, Settle::Completed))
+        .collect();
+    assert_eq!(settle_retrying(&store, &batch).await, vec![true, true]);
     store.close().await;
 }
