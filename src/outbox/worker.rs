@@ -413,8 +413,17 @@ async fn heartbeat_loop(
                 .unwrap_or(60_000);
             match store.renew(&token, &ids, lease_ms).await {
                 Ok(renewed) if (renewed as usize) < ids.len() => {
-                    tracing::warn!(kind = %kind, lost = ids.len() - renewed as usize,
-                        "some leases were lost while their handlers ran");
+                    // Events that settled since the snapshot are not lost leases.
+                    let still_running = {
+                        let map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+                        map.get(&(token.clone(), kind.clone()))
+                            .map(|running| ids.iter().filter(|id| running.contains(*id)).count())
+                            .unwrap_or(0)
+                    };
+                    if (renewed as usize) < still_running {
+                        tracing::warn!(kind = %kind, lost = still_running - renewed as usize,
+                            "some leases were lost while their handlers ran");
+                    }
                 }
                 Ok(_) => {}
                 Err(err) => tracing::warn!(error = %err, "lease renewal failed"),
