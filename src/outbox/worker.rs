@@ -59,10 +59,10 @@ pub struct DrainReport {
 /// Events in flight, by lease token and kind, for renewal.
 type InFlight = Arc<Mutex<HashMap<(String, String), HashSet<String>>>>;
 
+/// A finished attempt and the slot it holds until its settlement is written.
 struct Finished {
     settlement: Settlement,
-    outcome_error: Option<String>,
-    _permit: OwnedSemaphorePermit,
+    slot: OwnedSemaphorePermit,
 }
 
 pub struct Worker {
@@ -283,7 +283,6 @@ async fn run_one(
         _ => None,
     };
     Finished {
-        outcome_error: outcome.error().map(str::to_string),
         settlement: Settlement {
             status_code: outcome.status_code(),
             error: outcome.error().map(str::to_string),
@@ -298,7 +297,7 @@ async fn run_one(
             settle,
             dead_letter_event,
         },
-        _permit: permit,
+        slot: permit,
     }
 }
 
@@ -326,7 +325,9 @@ async fn settle_loop(
                 Err(_) => break,
             }
         }
-        let settlements: Vec<Settlement> = batch.iter().map(|f| f.settlement.clone()).collect();
+        // Slots are freed only once the batch is written (at the end of this pass).
+        let (settlements, _slots): (Vec<Settlement>, Vec<OwnedSemaphorePermit>) =
+            batch.into_iter().map(|f| (f.settlement, f.slot)).unzip();
         let mut accepted = None;
         for attempt in 1..=SETTLE_TRIES {
             match store.settle(&settlements).await {
@@ -359,7 +360,7 @@ async fn settle_loop(
                 }
             }
         }
-        for ((s, ok), f) in settlements.iter().zip(accepted).zip(&batch) {
+        for (s, ok) in settlements.iter().zip(accepted) {
             if !ok {
                 tracing::warn!(event_id = %s.event_id, kind = %s.kind,
                     "lease lost before the result was recorded; result dropped");
@@ -372,12 +373,11 @@ async fn settle_loop(
                     kind = %s.kind,
                     attempts = s.attempt,
                     exhausted,
-                    error = f.outcome_error.as_deref().unwrap_or(""),
+                    error = s.error.as_deref().unwrap_or(""),
                     "OPERATOR_ALERT: event failed and was dead-lettered; retry it from the console once the cause is fixed"
                 );
             }
         }
-        drop(batch);
     }
 }
 

@@ -12,7 +12,7 @@ use sqlx::{Any, Transaction};
 
 use super::engine::{padded_len, placeholders};
 use super::ports::{ClaimRequest, ManualRetry, OutboxStore, SweepReport, WriteTx};
-use super::row::{int, opt_text, text};
+use super::row::{int, opt_int, opt_text, text};
 use super::{SqlStore, StoreError};
 use crate::outbox::model::{
     bound_error, dead_letter_id, AttemptRecord, ClaimedEvent, DeadLetterNotifier, EventRecord,
@@ -39,10 +39,6 @@ const CLAIM_COLUMNS: &str =
 
 /// The fence every worker write carries.
 const FENCE: &str = "lease_token = ? AND status = 'processing' AND lease_expires_at > ";
-
-fn opt_int(row: &AnyRow, column: &str) -> Result<Option<i64>, StoreError> {
-    Ok(sqlx::Row::try_get::<Option<i64>, _>(row, column)?)
-}
 
 fn event_from_row(row: &AnyRow) -> Result<EventRecord, StoreError> {
     let status = text(row, "status")?;

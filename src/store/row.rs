@@ -48,3 +48,7 @@ pub fn opt_text(row: &AnyRow, column: &str) -> Result<Option<String>, StoreError
 pub fn int(row: &AnyRow, column: &str) -> Result<i64, StoreError> {
     Ok(row.try_get::<i64, _>(column)?)
 }
+
+pub fn opt_int(row: &AnyRow, column: &str) -> Result<Option<i64>, StoreError> {
+    Ok(row.try_get::<Option<i64>, _>(column)?)
+}
