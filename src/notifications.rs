@@ -240,26 +240,12 @@ pub struct DeliveryHandler {
 #[async_trait]
 impl Handler for DeliveryHandler {
     async fn handle(&self, event: &ClaimedEvent) -> Outcome {
-        let payload: DeliveryPayload = match serde_json::from_str(&event.payload) {
-            Ok(p) => p,
-            Err(err) => {
-                return Outcome::Permanent {
-                    error: format!("unreadable delivery payload: {err}"),
-                    status_code: None,
-                }
+        match crate::channels::read_payload(&event.payload, "delivery") {
+            Ok(DeliveryPayload::Webhook(payload)) => {
+                self.webhook.deliver(&event.event_id, payload).await
             }
-        };
-        // Re-encode the inner payload for the channel handler.
-        let (inner, chat) = match payload {
-            DeliveryPayload::Webhook(p) => (serde_json::to_string(&p), false),
-            DeliveryPayload::Chat(p) => (serde_json::to_string(&p), true),
-        };
-        let mut inner_event = event.clone();
-        inner_event.payload = inner.unwrap_or_default();
-        if chat {
-            self.chat.handle(&inner_event).await
-        } else {
-            self.webhook.handle(&inner_event).await
+            Ok(DeliveryPayload::Chat(payload)) => self.chat.deliver(payload).await,
+            Err(outcome) => outcome,
         }
     }
 }

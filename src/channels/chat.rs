@@ -64,15 +64,16 @@ pub fn split_text(text: &str, max: usize) -> Vec<String> {
 #[async_trait]
 impl Handler for ChatHandler {
     async fn handle(&self, event: &ClaimedEvent) -> Outcome {
-        let payload: ChatPayload = match serde_json::from_str(&event.payload) {
-            Ok(p) => p,
-            Err(err) => {
-                return Outcome::Permanent {
-                    error: format!("unreadable chat payload: {err}"),
-                    status_code: None,
-                }
-            }
-        };
+        match super::read_payload(&event.payload, "chat") {
+            Ok(payload) => self.deliver(payload).await,
+            Err(outcome) => outcome,
+        }
+    }
+}
+
+impl ChatHandler {
+    /// Posts `payload`'s text in parts; see the module doc for what a failure means.
+    pub async fn deliver(&self, payload: ChatPayload) -> Outcome {
         if let Err(error) = check_literal_host(&payload.url, &self.guard) {
             return Outcome::Permanent {
                 error,

@@ -99,26 +99,27 @@ pub fn sign(keys: &[Vec<u8>], id: &str, timestamp: i64, body: &[u8]) -> String {
 #[async_trait]
 impl Handler for WebhookHandler {
     async fn handle(&self, event: &ClaimedEvent) -> Outcome {
-        let payload: WebhookPayload = match serde_json::from_str(&event.payload) {
-            Ok(payload) => payload,
-            Err(err) => {
-                return Outcome::Permanent {
-                    error: format!("unreadable webhook payload: {err}"),
-                    status_code: None,
-                }
-            }
-        };
+        match super::read_payload(&event.payload, "webhook") {
+            Ok(payload) => self.deliver(&event.event_id, payload).await,
+            Err(outcome) => outcome,
+        }
+    }
+}
+
+impl WebhookHandler {
+    /// Sends one signed POST of `payload` as event `event_id`.
+    pub async fn deliver(&self, event_id: &str, payload: WebhookPayload) -> Outcome {
         let mut body = payload.body;
         match body.as_object_mut() {
             Some(map) => {
                 map.insert(
                     "notification_event_id".into(),
-                    serde_json::Value::String(event.event_id.clone()),
+                    serde_json::Value::String(event_id.to_string()),
                 );
             }
             None => {
                 body = serde_json::json!({
-                    "notification_event_id": event.event_id,
+                    "notification_event_id": event_id,
                     "data": body,
                 })
             }
@@ -154,13 +155,13 @@ impl Handler for WebhookHandler {
             .client
             .post(&payload.url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(EVENT_ID_HEADER, &event.event_id)
-            .header("webhook-id", &event.event_id)
+            .header(EVENT_ID_HEADER, event_id)
+            .header("webhook-id", event_id)
             .header("webhook-timestamp", timestamp.to_string());
         if !keys.is_empty() {
             request = request.header(
                 "webhook-signature",
-                sign(&keys, &event.event_id, timestamp, &bytes),
+                sign(&keys, event_id, timestamp, &bytes),
             );
         }
         classify(request.body(bytes).send().await)
