@@ -91,6 +91,8 @@ settings! {
     login_max_failures: u32 = 5, "HERALD_LOGIN_MAX_FAILURES";
     /// The failed sign-in window, in seconds [default: 900]
     login_window_secs: u64 = 900, "HERALD_LOGIN_WINDOW_SECS";
+    /// Reverse proxies whose X-Forwarded-For names the client, e.g. "10.0.0.0/8" [default: none]
+    trusted_proxies: String = String::new(), "HERALD_TRUSTED_PROXIES";
     /// Largest request body accepted, in bytes [default: 1048576]
     max_body_bytes: usize = 1024 * 1024, "HERALD_MAX_BODY_BYTES";
     /// Log format: text or json [default: text]
@@ -225,6 +227,12 @@ impl Settings {
                 setting: "destination_allowlist",
                 message,
             })?;
+        crate::channels::guard::DestinationGuard::parse_allowlist(&self.trusted_proxies).map_err(
+            |message| ConfigError::Invalid {
+                setting: "trusted_proxies",
+                message,
+            },
+        )?;
         if !self.callback_secret_ref.is_empty() {
             crate::channels::secrets::validate_reference(&self.callback_secret_ref).map_err(
                 |e| ConfigError::Invalid {

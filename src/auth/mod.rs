@@ -1,6 +1,7 @@
 //! Authentication: password hashes, API token secrets, sessions and login throttling.
 //! Permission checks themselves live in the service layer (`crate::service`).
 
+pub mod hashing_pool;
 pub mod password;
 pub mod session_store;
 pub mod throttle;

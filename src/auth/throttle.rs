@@ -1,63 +1,184 @@
-//! Failed-login throttling: after `max_failures` failures for one username and client
-//! address within the window, further attempts are refused until the window passes.
+//! Sign-in throttling, with memory bounded whatever an attacker sends.
+//!
+//! Two limits, both counted **before** the password is checked, so parallel
+//! guesses cannot all slip in while the count is still low:
+//! - per (username, client address): after `max_failures` failures within the
+//!   window, that pair is refused until the window has passed;
+//! - per username, whatever the address: after `max_failures × USER_FACTOR`
+//!   failures within the window, the user is slowed down rather than locked out —
+//!   one attempt per [`USER_SLOWDOWN`] is let through, so rotating addresses gains
+//!   an attacker almost nothing while the real user can still sign in.
+//!
+//! Keys are SHA-256 digests (fixed size, whatever the username's length) in maps
+//! with a hard cap that evicts the oldest window first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+/// Most keys tracked per map; past it the oldest entry is evicted (O(1)).
+pub const MAX_TRACKED_KEYS: usize = 100_000;
+/// A user's limit across every address is this many times the per-address one.
+pub const USER_FACTOR: u32 = 4;
+/// Once over its limit, a user is let through at most once per this interval.
+pub const USER_SLOWDOWN: Duration = Duration::from_secs(5);
+
+type Key = [u8; 32];
+
+/// Why an attempt may not be made now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// This user from this address failed too often: wait for the window.
+    Address,
+    /// This user failed too often from many addresses: slowed down.
+    User,
+}
+
+/// A counted attempt; report its outcome with [`LoginThrottle::succeeded`].
+#[derive(Debug)]
+pub struct Attempt {
+    pair: Key,
+    user: Key,
+}
+
+struct Entry {
+    count: u32,
+    since: Instant,
+    /// For user entries past their limit: when the last slowed attempt went through.
+    last_admitted: Option<Instant>,
+}
+
+/// A capped map of windows; `order` holds keys by first insertion for eviction.
+struct Windows {
+    entries: HashMap<Key, Entry>,
+    order: VecDeque<Key>,
+    cap: usize,
+}
+
+impl Windows {
+    fn new(cap: usize) -> Self {
+        Windows {
+            entries: HashMap::new(),
+            order: VecDeque::new(),
+            cap,
+        }
+    }
+
+    /// The live entry of `key`, started afresh when its window has passed.
+    fn entry(&mut self, key: Key, window: Duration, now: Instant) -> &mut Entry {
+        if !self.entries.contains_key(&key) {
+            while self.entries.len() >= self.cap {
+                match self.order.pop_front() {
+                    Some(old) => {
+                        self.entries.remove(&old);
+                    }
+                    None => break,
+                }
+            }
+            self.order.push_back(key);
+        }
+        let entry = self.entries.entry(key).or_insert(Entry {
+            count: 0,
+            since: now,
+            last_admitted: None,
+        });
+        if now.duration_since(entry.since) >= window {
+            *entry = Entry {
+                count: 0,
+                since: now,
+                last_admitted: None,
+            };
+        }
+        entry
+    }
+
+    /// Starts `key` clean; it keeps its place in the eviction order.
+    fn reset(&mut self, key: &Key) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            entry.count = 0;
+        }
+    }
+}
+
+struct State {
+    pairs: Windows,
+    users: Windows,
+}
 
 pub struct LoginThrottle {
     max_failures: u32,
     window: Duration,
-    failures: Mutex<HashMap<String, (u32, Instant)>>,
+    state: Mutex<State>,
 }
 
-/// Entries beyond this are pruned so an attacker cannot grow memory without bound.
-const MAX_TRACKED_KEYS: usize = 100_000;
+fn digest(parts: &[&str]) -> Key {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hasher.finalize().into()
+}
 
 impl LoginThrottle {
     pub fn new(max_failures: u32, window: Duration) -> Self {
+        Self::with_capacity(max_failures, window, MAX_TRACKED_KEYS)
+    }
+
+    pub fn with_capacity(max_failures: u32, window: Duration, cap: usize) -> Self {
         LoginThrottle {
             max_failures,
             window,
-            failures: Mutex::new(HashMap::new()),
+            state: Mutex::new(State {
+                pairs: Windows::new(cap),
+                users: Windows::new(cap),
+            }),
         }
     }
 
-    fn key(username: &str, client: &str) -> String {
-        format!("{}\u{0}{client}", username.to_lowercase())
-    }
-
-    /// Whether another attempt may be made now.
-    pub fn allows(&self, username: &str, client: &str) -> bool {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        match failures.get(&Self::key(username, client)) {
-            Some((count, since)) if since.elapsed() < self.window => *count < self.max_failures,
-            Some(_) => {
-                failures.remove(&Self::key(username, client));
-                true
+    /// Counts an attempt as a failure up front (cleared by [`Self::succeeded`]), or
+    /// refuses it. `username` must already be length-checked by the caller.
+    pub fn begin(&self, username: &str, client: &str) -> Result<Attempt, Refusal> {
+        let username = username.to_lowercase();
+        let attempt = Attempt {
+            pair: digest(&[&username, client]),
+            user: digest(&[&username]),
+        };
+        let now = Instant::now();
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let pair = state.pairs.entry(attempt.pair, self.window, now);
+        if pair.count >= self.max_failures {
+            return Err(Refusal::Address);
+        }
+        let user_limit = self.max_failures.saturating_mul(USER_FACTOR);
+        let user = state.users.entry(attempt.user, self.window, now);
+        if user.count >= user_limit {
+            match user.last_admitted {
+                Some(at) if now.duration_since(at) < USER_SLOWDOWN => return Err(Refusal::User),
+                _ => user.last_admitted = Some(now),
             }
-            None => true,
+        }
+        user.count = user.count.saturating_add(1);
+        state.pairs.entry(attempt.pair, self.window, now).count += 1;
+        Ok(attempt)
+    }
+
+    /// The attempt's password was right: its address pair starts clean again. The
+    /// user-wide count keeps the attempt, so a correct guess buys an attacker nothing.
+    pub fn succeeded(&self, attempt: &Attempt) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.pairs.reset(&attempt.pair);
+        if let Some(user) = state.users.entries.get_mut(&attempt.user) {
+            user.count = user.count.saturating_sub(1);
         }
     }
 
-    pub fn record_failure(&self, username: &str, client: &str) {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        if failures.len() >= MAX_TRACKED_KEYS {
-            let window = self.window;
-            failures.retain(|_, (_, since)| since.elapsed() < window);
-        }
-        let entry = failures
-            .entry(Self::key(username, client))
-            .or_insert((0, Instant::now()));
-        if entry.1.elapsed() >= self.window {
-            *entry = (0, Instant::now());
-        }
-        entry.0 += 1;
-    }
-
-    pub fn record_success(&self, username: &str, client: &str) {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        failures.remove(&Self::key(username, client));
+    /// How many keys are tracked (for tests of the memory bound).
+    pub fn tracked(&self) -> usize {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.pairs.entries.len() + state.users.entries.len()
     }
 }
 
@@ -68,25 +189,78 @@ mod tests {
     #[test]
     fn refuses_after_max_failures_until_the_window_passes() {
         let throttle = LoginThrottle::new(2, Duration::from_millis(200));
-        assert!(throttle.allows("ada", "1.2.3.4"));
-        throttle.record_failure("ada", "1.2.3.4");
-        assert!(throttle.allows("ada", "1.2.3.4"));
-        throttle.record_failure("Ada", "1.2.3.4");
-        assert!(!throttle.allows("ada", "1.2.3.4"));
+        assert!(throttle.begin("ada", "1.2.3.4").is_ok());
+        assert!(throttle.begin("Ada", "1.2.3.4").is_ok());
+        assert_eq!(
+            throttle.begin("ada", "1.2.3.4").unwrap_err(),
+            Refusal::Address
+        );
         assert!(
-            throttle.allows("ada", "5.6.7.8"),
+            throttle.begin("ada", "5.6.7.8").is_ok(),
             "other clients are unaffected"
         );
         std::thread::sleep(Duration::from_millis(250));
-        assert!(throttle.allows("ada", "1.2.3.4"));
+        assert!(throttle.begin("ada", "1.2.3.4").is_ok());
     }
 
     #[test]
-    fn success_clears_failures() {
+    fn attempts_are_counted_before_verification() {
+        // Parallel guesses: every `begin` counts at once, before any outcome is known.
+        let throttle = LoginThrottle::new(5, Duration::from_secs(60));
+        let admitted = (0..200)
+            .filter(|_| throttle.begin("ada", "1.2.3.4").is_ok())
+            .count();
+        assert_eq!(admitted, 5);
+    }
+
+    #[test]
+    fn success_clears_the_address_pair() {
         let throttle = LoginThrottle::new(2, Duration::from_secs(60));
-        throttle.record_failure("bob", "c");
-        throttle.record_success("bob", "c");
-        throttle.record_failure("bob", "c");
-        assert!(throttle.allows("bob", "c"));
+        let first = throttle.begin("bob", "c").unwrap();
+        throttle.succeeded(&first);
+        throttle.begin("bob", "c").unwrap();
+        assert!(throttle.begin("bob", "c").is_ok());
+    }
+
+    #[test]
+    fn rotating_addresses_is_slowed_down_per_user_not_locked_out() {
+        let throttle = LoginThrottle::new(2, Duration::from_secs(60));
+        let limit = 2 * USER_FACTOR as usize;
+        let admitted = (0..1000)
+            .filter(|i| {
+                throttle
+                    .begin("carol", &format!("10.0.{}.{}", i / 250, i % 250))
+                    .is_ok()
+            })
+            .count();
+        // The user limit, plus the one slowed attempt let through right away.
+        assert_eq!(admitted, limit + 1);
+        assert_eq!(
+            throttle.begin("carol", "192.0.2.1").unwrap_err(),
+            Refusal::User
+        );
+        assert!(
+            throttle.begin("dave", "10.0.0.1").is_ok(),
+            "other users are unaffected"
+        );
+    }
+
+    #[test]
+    fn memory_is_capped_and_the_oldest_evicted() {
+        let throttle = LoginThrottle::with_capacity(5, Duration::from_secs(600), 1000);
+        let long = "x".repeat(4096);
+        for i in 0..10_000 {
+            let _ = throttle.begin(&format!("{long}{i}"), "1.2.3.4");
+        }
+        assert!(throttle.tracked() <= 2000, "{}", throttle.tracked());
+        // The newest are kept: the last user is still counted.
+        let last = format!("{long}9999");
+        for _ in 0..4 {
+            throttle.begin(&last, "1.2.3.4").unwrap();
+        }
+        assert_eq!(
+            throttle.begin(&last, "1.2.3.4").unwrap_err(),
+            Refusal::Address
+        );
     }
 }

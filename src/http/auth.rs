@@ -15,6 +15,7 @@ use app::dto::Viewer;
 use super::error::ApiError;
 use super::AppState;
 use crate::auth::SESSION_USER_KEY;
+use crate::channels::guard::DestinationGuard;
 use crate::service::ServiceError;
 
 /// Console pages that need a signed-in user.
@@ -147,19 +148,27 @@ pub struct SignInForm {
     next: Option<String>,
 }
 
+/// Largest sign-in form body, in bytes (a username, a password and a `next` path).
+pub const MAX_SIGN_IN_BODY: usize = 8 * 1024;
+
 pub async fn sign_in(
     State(state): State<AppState>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     session: Session,
     Form(form): Form<SignInForm>,
 ) -> Response {
+    // Validated at start-up, so an error here cannot happen; fall back to no proxies.
+    let trusted =
+        DestinationGuard::parse_allowlist(&state.settings.trusted_proxies).unwrap_or_default();
+    let client = super::client_addr::client_address(peer.ip(), &headers, &trusted);
     let next = safe_next(form.next.as_deref());
     let back = |error: &str| {
         Redirect::to(&format!("/login?error={error}&next={}", urlencode(&next))).into_response()
     };
     match state
         .accounts
-        .sign_in(&form.username, &form.password, &client.ip().to_string())
+        .sign_in(&form.username, &form.password, &client.to_string())
         .await
     {
         Ok(user) => {

@@ -3,6 +3,7 @@
 
 mod api;
 mod auth;
+mod client_addr;
 mod error;
 mod extract;
 mod health;
@@ -76,7 +77,12 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
-        .route("/auth/login", post(auth::sign_in))
+        // A sign-in form is a few hundred bytes: refuse anything large before it is
+        // buffered, so a flood of oversize sign-ins cannot take memory.
+        .route(
+            "/auth/login",
+            post(auth::sign_in).layer(DefaultBodyLimit::max(auth::MAX_SIGN_IN_BODY)),
+        )
         .route("/auth/logout", post(auth::sign_out))
         .nest("/api/v1", api::router())
         .leptos_routes_with_context(

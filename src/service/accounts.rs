@@ -5,18 +5,24 @@ use std::sync::Arc;
 use app::dto::{Permission, Role, Viewer};
 
 use super::{require, ServiceError};
+use crate::auth::hashing_pool::HashingPool;
 use crate::auth::password::{self, MIN_PASSWORD_LEN};
-use crate::auth::throttle::LoginThrottle;
+use crate::auth::throttle::{LoginThrottle, Refusal};
 use crate::auth::token;
 use crate::store::ports::{NewUser, TokenRepository, User, UserRepository};
 
 pub const MAX_USERNAME_LEN: usize = 64;
+/// Longer passwords are refused before hashing (argon2 would accept them, but
+/// nobody types this much, and an attacker should not get to send megabytes).
+pub const MAX_PASSWORD_LEN: usize = 1024;
 
 #[derive(Clone)]
 pub struct AccountService {
     users: Arc<dyn UserRepository>,
     tokens: Arc<dyn TokenRepository>,
     throttle: Arc<LoginThrottle>,
+    /// argon2id takes ~19 MiB and a core: it runs on a few threads of its own.
+    hashing: HashingPool,
 }
 
 /// A newly created API token; `secret` is shown once and never stored.
@@ -36,6 +42,7 @@ impl AccountService {
             users,
             tokens,
             throttle: Arc::new(throttle),
+            hashing: HashingPool::per_core(),
         }
     }
 
@@ -58,7 +65,17 @@ impl AccountService {
                 format!("must be at least {MIN_PASSWORD_LEN} characters"),
             ));
         }
-        let password_hash = hash_blocking(password.to_string()).await?;
+        if password.len() > MAX_PASSWORD_LEN {
+            return Err(ServiceError::invalid(
+                "password",
+                format!("must be at most {MAX_PASSWORD_LEN} bytes"),
+            ));
+        }
+        let password = password.to_string();
+        let password_hash = self
+            .hashing_blocking(move || password::hash_password(&password))
+            .await?
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
         Ok(self
             .users
             .create_user(NewUser {
@@ -81,30 +98,53 @@ impl AccountService {
         client: &str,
     ) -> Result<User, ServiceError> {
         let username = username.trim();
-        if !self.throttle.allows(username, client) {
-            tracing::warn!(client, "sign-in throttled");
-            return Err(ServiceError::Throttled);
+        // Oversize input is refused before it costs memory or a hash: no user can
+        // have such a name, so the answer is the same as for a wrong password.
+        if username.is_empty()
+            || username.len() > MAX_USERNAME_LEN
+            || password.len() > MAX_PASSWORD_LEN
+        {
+            return Err(ServiceError::BadCredentials);
         }
+        let attempt = match self.throttle.begin(username, client) {
+            Ok(attempt) => attempt,
+            Err(refusal) => {
+                let scope = match refusal {
+                    Refusal::Address => "address",
+                    Refusal::User => "user",
+                };
+                tracing::warn!(client, scope, "sign-in throttled");
+                return Err(ServiceError::Throttled);
+            }
+        };
         let user = self.users.user_by_name(username).await?;
         let stored = user.as_ref().map(|u| u.password_hash.clone());
         let candidate = password.to_string();
-        let ok = tokio::task::spawn_blocking(move || {
-            password::verify_password(&candidate, stored.as_deref())
-        })
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+        let ok = self
+            .hashing_blocking(move || password::verify_password(&candidate, stored.as_deref()))
+            .await?;
         match user {
             Some(user) if ok => {
-                self.throttle.record_success(username, client);
+                self.throttle.succeeded(&attempt);
                 tracing::info!(user = %user.username, "signed in");
                 Ok(user)
             }
             _ => {
-                self.throttle.record_failure(username, client);
                 tracing::info!(client, "sign-in refused");
                 Err(ServiceError::BadCredentials)
             }
         }
+    }
+
+    /// Runs password hashing on the hashing threads, a bounded number at once.
+    async fn hashing_blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ServiceError> {
+        self.hashing
+            .run(work)
+            .await
+            .map_err(|e| ServiceError::Internal(e.to_string()))
     }
 
     /// The viewer behind a session's user id, if that user still exists.
@@ -171,11 +211,4 @@ fn validate_username(username: &str) -> Result<String, ServiceError> {
         ));
     }
     Ok(username.to_string())
-}
-
-async fn hash_blocking(password: String) -> Result<String, ServiceError> {
-    tokio::task::spawn_blocking(move || password::hash_password(&password))
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))?
-        .map_err(|e| ServiceError::Internal(e.to_string()))
 }

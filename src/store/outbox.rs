@@ -157,8 +157,13 @@ impl SqlStore {
             let rows = query.fetch_all(&self.pool).await?;
             return rows.iter().map(claimed_from_row).collect();
         }
-        // Without RETURNING (MySQL), read the claim back by its token once committed.
-        if query.execute(&self.pool).await?.rows_affected() == 0 {
+        // Without RETURNING (MySQL), the claim is read back by its token on the same
+        // connection, inside the same transaction: a second connection (behind a
+        // proxy, on another Galera node) might not see the claim yet. The rows are
+        // used only once COMMIT returns; a failed read rolls the claim back.
+        let mut tx = self.pool.begin().await?;
+        if query.execute(&mut *tx).await?.rows_affected() == 0 {
+            tx.rollback().await?;
             return Ok(Vec::new());
         }
         let sql = format!(
@@ -166,9 +171,14 @@ impl SqlStore {
         );
         let rows = sqlx::query(&self.engine.sql(&sql))
             .bind(&request.lease_token)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *tx)
             .await?;
-        rows.iter().map(claimed_from_row).collect()
+        let claimed = rows
+            .iter()
+            .map(claimed_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        tx.commit().await?;
+        Ok(claimed)
     }
 
     async fn write_attempts(
@@ -416,10 +426,18 @@ impl OutboxStore for SqlStore {
                 ..request.clone()
             };
             let due = format!("status = 'pending' AND next_attempt_at <= {now}");
-            claimed.extend(
-                self.claim_where(&pending, &due, &due, "next_attempt_at", remaining)
-                    .await?,
-            );
+            match self
+                .claim_where(&pending, &due, &due, "next_attempt_at", remaining)
+                .await
+            {
+                Ok(more) => claimed.extend(more),
+                Err(err) if claimed.is_empty() => return Err(err),
+                // The reclaimed events are committed as ours: hand them out, or they
+                // would sit `processing` with an attempt spent and nobody sending.
+                Err(err) => {
+                    tracing::warn!(error = %err, reclaimed = claimed.len(), "claiming due events failed; running the reclaimed ones");
+                }
+            }
         }
         Ok(claimed)
     }

@@ -3,9 +3,11 @@
 
 mod support;
 
+mod claim_faults;
 mod cli;
 mod crash;
 mod http_api;
 mod notifications;
 mod outbox_contract;
+mod sign_in_abuse;
 mod store_contract;

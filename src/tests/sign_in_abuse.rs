@@ -1,0 +1,260 @@
+//! Sign-in under attack: oversize usernames, hundreds of parallel guesses, and
+//! guesses from rotating addresses. Memory stays bounded, the server keeps
+//! answering, and the throttle counts every attempt before it is verified.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+
+use crate::support::{HeraldProcess, TestDb, TestServer, ADMIN_PASSWORD};
+use herald::store::Engine;
+
+fn login_form<'a>(username: &'a str, password: &'a str) -> [(&'static str, &'a str); 3] {
+    [
+        ("username", username),
+        ("password", password),
+        ("next", "/runs"),
+    ]
+}
+
+fn location(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Peak resident memory of a process, in bytes (`VmHWM`).
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .expect("VmHWM");
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+fn random_name(len: usize) -> String {
+    use rand::distr::{Alphanumeric, SampleString};
+    Alphanumeric.sample_string(&mut rand::rng(), len)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn oversize_and_parallel_failed_sign_ins_keep_memory_bounded_and_the_server_answering() {
+    herald::channels::install_crypto_provider();
+    let db = TestDb::new(Engine::Sqlite).await;
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut herald = HeraldProcess::spawn(&db.url, &["--listen", &listen]);
+    let base = format!("http://{listen}");
+    let mut origin = reqwest::header::HeaderMap::new();
+    origin.insert(reqwest::header::ORIGIN, base.parse().unwrap());
+    // No connection reuse: a connection answered 413 early is closed by the server.
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(0)
+        .default_headers(origin)
+        .build()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .map_or(true, |r| !r.status().is_success())
+    {
+        assert!(Instant::now() < deadline, "herald did not become ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let prober = reqwest::Client::new();
+    let pid = herald.child.id();
+    let baseline = peak_rss(pid);
+
+    // 800 sign-ins with 256 KiB usernames and 300 with plausible ones (each of
+    // which costs an argon2id verification), 300 at a time.
+    let mut tasks = tokio::task::JoinSet::new();
+    let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(300));
+    // Random, distinct and large; built once (random generation is slow unoptimised).
+    let filler = std::sync::Arc::new(random_name(256 * 1024));
+    for i in 0..1100 {
+        let filler = filler.clone();
+        let client = client.clone();
+        let limit = limit.clone();
+        let url = format!("{base}/auth/login");
+        tasks.spawn(async move {
+            let oversize = i % 11 >= 3;
+            let username = if oversize {
+                format!("{i}-{}", random_name(16)) + filler.as_str()
+            } else {
+                random_name(24)
+            };
+            let _permit = limit.acquire_owned().await.unwrap();
+            let sent = client
+                .post(url)
+                .form(&login_form(&username, "wrong-password-123"))
+                .send()
+                .await;
+            match sent {
+                Ok(resp) => format!("{} {}", location(&resp), resp.status()),
+                // The server may answer 413 and close before the body is written.
+                Err(e) if oversize && e.is_request() => " 413 Payload Too Large".into(),
+                Err(e) => panic!("the server answers every sign-in: {e}"),
+            }
+        });
+    }
+    // The server keeps answering other requests while the flood runs.
+    let mut slowest_health = Duration::ZERO;
+    while !tasks.is_empty() {
+        let started = Instant::now();
+        let health = prober
+            .get(format!("{base}/healthz"))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .expect("healthz answers during the flood");
+        assert!(health.status().is_success());
+        slowest_health = slowest_health.max(started.elapsed());
+        while let Some(done) = tasks.try_join_next() {
+            let location = done.unwrap();
+            assert!(
+                location.starts_with("/login?error=invalid&")
+                    || location.starts_with("/login?error=throttled&")
+                    || location == " 413 Payload Too Large",
+                "{location}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(herald.is_running(), "herald survived the flood");
+    let peak = peak_rss(pid);
+    eprintln!(
+        "peak RSS {} MiB (baseline {} MiB), slowest /healthz {:?}",
+        peak >> 20,
+        baseline >> 20,
+        slowest_health
+    );
+    // Unbounded, 300 parallel argon2id verifications alone take ~5.7 GiB, and
+    // tracking the usernames ~200 MiB.
+    assert!(
+        peak < baseline + 120 * 1024 * 1024,
+        "peak RSS {} MiB over a baseline of {} MiB",
+        peak >> 20,
+        baseline >> 20
+    );
+    assert!(
+        slowest_health < Duration::from_secs(5),
+        "{slowest_health:?}"
+    );
+
+    // The real admin can still sign in from another address's point of view: the
+    // flood used random names, so no throttle touched "admin".
+    let ok = client
+        .post(format!("{base}/auth/login"))
+        .form(&login_form("admin", ADMIN_PASSWORD))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(location(&ok), "/runs");
+    herald.kill();
+    db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parallel_guesses_are_counted_before_they_are_verified() {
+    let server = TestServer::start_with(|args| args.login_max_failures = Some(5)).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..100 {
+        let client = server.browser();
+        let url = server.url("/auth/login");
+        tasks.spawn(async move {
+            let resp = client
+                .post(url)
+                .form(&login_form("admin", "a-wrong-guess-here"))
+                .send()
+                .await
+                .unwrap();
+            location(&resp)
+        });
+    }
+    let mut invalid = 0;
+    let mut throttled = 0;
+    while let Some(done) = tasks.join_next().await {
+        let location = done.unwrap();
+        if location.starts_with("/login?error=invalid") {
+            invalid += 1;
+        } else if location.starts_with("/login?error=throttled") {
+            throttled += 1;
+        } else {
+            panic!("unexpected answer {location}");
+        }
+    }
+    assert_eq!(invalid, 5, "exactly the allowed guesses were verified");
+    assert_eq!(throttled, 95);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn rotating_addresses_behind_a_trusted_proxy_slows_one_user_down_without_locking_them_out() {
+    let server = TestServer::start_with(|args| {
+        args.login_max_failures = Some(2);
+        args.trusted_proxies = Some("127.0.0.1".into());
+    })
+    .await;
+    let client = server.browser();
+    let guess = |ip: String| {
+        let client = client.clone();
+        let url = server.url("/auth/login");
+        async move {
+            let resp = client
+                .post(url)
+                .header("x-forwarded-for", ip)
+                .form(&login_form("admin", "a-wrong-guess-here"))
+                .send()
+                .await
+                .unwrap();
+            location(&resp)
+        }
+    };
+    let mut verified = 0;
+    for i in 0..60 {
+        if guess(format!("198.51.100.{i}"))
+            .await
+            .contains("error=invalid")
+        {
+            verified += 1;
+        }
+    }
+    // Per address 2 would pass each; per user, 2 × 4 and then one slowed attempt.
+    assert_eq!(verified, 9, "rotating addresses bought only the user limit");
+
+    // The real user, from yet another address, is slowed down — not locked out.
+    let right = |ip: &'static str| {
+        let client = client.clone();
+        let url = server.url("/auth/login");
+        async move {
+            let resp = client
+                .post(url)
+                .header("x-forwarded-for", ip)
+                .form(&login_form("admin", ADMIN_PASSWORD))
+                .send()
+                .await
+                .unwrap();
+            assert_ne!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+            location(&resp)
+        }
+    };
+    assert!(right("203.0.113.5").await.contains("error=throttled"));
+    tokio::time::sleep(herald::auth::throttle::USER_SLOWDOWN + Duration::from_millis(200)).await;
+    assert_eq!(right("203.0.113.5").await, "/runs");
+    server.stop().await;
+}
