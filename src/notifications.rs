@@ -13,7 +13,7 @@ use crate::channels::webhook::{WebhookHandler, WebhookPayload};
 use crate::config::{RouteChannel, RouteConfig, Settings};
 use crate::outbox::handler::{Handler, Outcome};
 use crate::outbox::model::{
-    dead_letter_id, ClaimedEvent, DeadLetterNotifier, FailedEvent, NewEvent, Source,
+    dead_letter_notice_id, ClaimedEvent, DeadLetterNotifier, FailedEvent, NewEvent, Source,
 };
 use crate::service::format_ms;
 use crate::store::ports::Run;
@@ -177,7 +177,7 @@ impl NotificationPlanner {
             );
             let (payload, redeliverable) = planner.route_payload(&route, &body, &text);
             Some(NewEvent {
-                event_id: dead_letter_id(&failed.event_id),
+                event_id: dead_letter_notice_id(&failed.event_id, failed.cycle),
                 source: Source::Jobs,
                 kind: kinds::DEAD_LETTER.into(),
                 parent_type: failed.parent_type.clone(),

@@ -163,6 +163,8 @@ pub struct FailedEvent {
     pub parent_type: String,
     pub parent_id: String,
     pub error: String,
+    /// The retry cycle that failed: each failed cycle is its own notice.
+    pub cycle: i64,
 }
 
 /// Builds the dead-letter notification of a failed event, if a route is configured.
@@ -172,6 +174,13 @@ pub type DeadLetterNotifier =
 /// The dead letter of a failed event (DESIGN §2).
 pub fn dead_letter_id(event_id: &str) -> String {
     format!("dead_letter_{event_id}")
+}
+
+/// The dead-letter notice of a failed event's `cycle`: a failure after a manual
+/// retry is news again, so the notice is keyed by the cycle too (the dead-letter
+/// row itself keeps [`dead_letter_id`]).
+pub fn dead_letter_notice_id(event_id: &str, cycle: i64) -> String {
+    format!("dead_letter_{event_id}_{cycle}")
 }
 
 /// Cuts an error to [`MAX_ERROR_LEN`] bytes on a character boundary.

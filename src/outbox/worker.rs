@@ -76,8 +76,11 @@ pub struct Worker {
 /// How long the settler waits for more finished attempts to share a commit.
 const SETTLE_LINGER: Duration = Duration::from_millis(2);
 
-/// Transient store failures (a lost commit race, a busy database) are retried this often.
-const SETTLE_TRIES: u32 = 5;
+/// A batch that fails this many times in a row is settled one event at a time, so
+/// one row the database refuses cannot sink the others.
+const SETTLE_SPLIT_AFTER: u32 = 3;
+/// The longest pause between two settle attempts while the store is failing.
+const SETTLE_MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 fn now_ms() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000_000
@@ -120,6 +123,18 @@ impl Worker {
         }
     }
 
+    /// After this long every lease of a finished attempt has expired (the heartbeat
+    /// renews them until they are settled): a settlement retried longer could only
+    /// be refused by the fence.
+    fn longest_lease(&self) -> Duration {
+        self.registry
+            .kinds()
+            .iter()
+            .filter_map(|k| self.registry.policy(k).map(|p| p.lease))
+            .max()
+            .unwrap_or(Duration::from_secs(60))
+    }
+
     /// Runs until `shutdown` is cancelled, then drains.
     pub async fn run(self, shutdown: CancellationToken) -> DrainReport {
         let concurrency = self.config.concurrency.max(1);
@@ -132,6 +147,7 @@ impl Worker {
             self.metrics.clone(),
             in_flight.clone(),
             finished_rx,
+            self.longest_lease(),
         ));
         let heartbeat_stop = CancellationToken::new();
         let heartbeat = tokio::spawn(heartbeat_loop(
@@ -279,6 +295,7 @@ async fn run_one(
             parent_type: event.parent_type.clone(),
             parent_id: event.parent_id.clone(),
             error: outcome.error().unwrap_or("failed").to_string(),
+            cycle: event.cycle,
         }),
         _ => None,
     };
@@ -307,6 +324,7 @@ async fn settle_loop(
     metrics: Arc<Metrics>,
     in_flight: InFlight,
     mut finished: mpsc::Receiver<Finished>,
+    give_up_after: Duration,
 ) {
     const MAX_BATCH: usize = 512;
     while let Some(first) = finished.recv().await {
@@ -328,26 +346,7 @@ async fn settle_loop(
         // Slots are freed only once the batch is written (at the end of this pass).
         let (settlements, _slots): (Vec<Settlement>, Vec<OwnedSemaphorePermit>) =
             batch.into_iter().map(|f| (f.settlement, f.slot)).unzip();
-        let mut accepted = None;
-        for attempt in 1..=SETTLE_TRIES {
-            match store.settle(&settlements).await {
-                Ok(result) => {
-                    accepted = Some(result);
-                    break;
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, attempt, "settling a batch failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
-                }
-            }
-        }
-        let accepted = accepted.unwrap_or_else(|| {
-            tracing::error!(
-                events = settlements.len(),
-                "could not settle a batch; its leases will expire and the events will be recovered"
-            );
-            vec![false; settlements.len()]
-        });
+        let accepted = settle_resiliently(store.as_ref(), &settlements, give_up_after).await;
         {
             let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
             for s in &settlements {
@@ -379,6 +378,84 @@ async fn settle_loop(
             }
         }
     }
+}
+
+/// Writes `batch`, retrying through store failures (a failover, a lost commit race)
+/// for as long as its leases can be alive, with a capped backoff. A batch that keeps
+/// failing is split and each event settled on its own, so one row the database
+/// refuses cannot drop the rest. Returns which settlements were accepted; one that
+/// could not be written counts as not accepted (its lease expires and the event is
+/// recovered).
+async fn settle_resiliently(
+    store: &dyn OutboxStore,
+    batch: &[Settlement],
+    give_up_after: Duration,
+) -> Vec<bool> {
+    let deadline = tokio::time::Instant::now() + give_up_after;
+    let mut failures = 0u32;
+    loop {
+        match store.settle(batch).await {
+            Ok(accepted) => return accepted,
+            Err(err) => {
+                failures += 1;
+                tracing::warn!(error = %err, attempt = failures, events = batch.len(), "settling failed; retrying");
+            }
+        }
+        if batch.len() > 1 && failures >= SETTLE_SPLIT_AFTER {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::error!(
+                events = batch.len(),
+                "could not settle; the leases have expired and the events will be recovered"
+            );
+            return vec![false; batch.len()];
+        }
+        tokio::time::sleep(settle_backoff(failures)).await;
+    }
+    // Each event on its own, in rounds. Once one settles the store is up: the
+    // events still failing are refused for themselves and are given up after a few
+    // rounds; while none settles the store is down and all are retried until the
+    // deadline.
+    let mut accepted: Vec<Option<bool>> = vec![None; batch.len()];
+    let mut store_up = false;
+    let mut round = 0u32;
+    loop {
+        round += 1;
+        let mut last_error = None;
+        for (i, one) in batch.chunks(1).enumerate() {
+            if accepted[i].is_some() {
+                continue;
+            }
+            match store.settle(one).await {
+                Ok(result) => {
+                    store_up = true;
+                    accepted[i] = Some(result.first().copied().unwrap_or(false));
+                }
+                Err(err) => last_error = Some(err),
+            }
+        }
+        let unsettled = accepted.iter().filter(|a| a.is_none()).count();
+        if let Some(err) = last_error {
+            tracing::warn!(error = %err, events = unsettled, round, "settling events one by one failed; retrying");
+        }
+        if unsettled == 0 {
+            break;
+        }
+        if (store_up && round >= SETTLE_SPLIT_AFTER) || tokio::time::Instant::now() >= deadline {
+            tracing::error!(
+                events = unsettled,
+                "could not settle; the events will be recovered once their leases expire"
+            );
+            break;
+        }
+        tokio::time::sleep(settle_backoff(round)).await;
+    }
+    accepted.into_iter().map(|a| a.unwrap_or(false)).collect()
+}
+
+fn settle_backoff(failures: u32) -> Duration {
+    (Duration::from_millis(50) * 2u32.saturating_pow(failures.min(8))).min(SETTLE_MAX_BACKOFF)
 }
 
 /// Renews the leases of running handlers at a third of each kind's lease.

@@ -295,7 +295,7 @@ impl SqlStore {
             Settle::Failed { .. } => query.bind(&dead_letter),
             _ => query,
         };
-        let accepted = query
+        let applied = query
             .bind(error.clone())
             .bind(code)
             .bind(&s.event_id)
@@ -304,14 +304,43 @@ impl SqlStore {
             .await?
             .rows_affected()
             == 1;
-        if accepted && matches!(s.settle, Settle::Failed { .. }) {
+        if !applied {
+            // A replay of a settlement whose commit acknowledgement was lost: the
+            // event already stands in the target state under this same lease, with
+            // its dead letter. It is accepted (so the alert still fires), not redone.
+            return self.already_settled(tx, s).await;
+        }
+        if matches!(s.settle, Settle::Failed { .. }) {
             self.write_dead_letter(tx, &dead_letter, &s.event_id, &s.kind, error.as_deref())
                 .await?;
             if let Some(notification) = &s.dead_letter_event {
                 self.enqueue_in(tx, notification).await?;
             }
         }
-        Ok(accepted)
+        Ok(true)
+    }
+
+    /// Whether `s` was applied by an earlier try. A retry frees the lease token, so
+    /// a replayed retry cannot be recognised and counts as lost (nothing to alert).
+    async fn already_settled(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        s: &Settlement,
+    ) -> Result<bool, StoreError> {
+        let target = match s.settle {
+            Settle::Failed { .. } => "failed",
+            Settle::Skipped => "skipped",
+            Settle::Uncertain => "uncertain",
+            Settle::Completed | Settle::Retry { .. } => return Ok(false),
+        };
+        let sql = "SELECT event_id FROM outbox_events WHERE event_id = ? AND lease_token = ? AND status = ?";
+        let found = sqlx::query(&self.engine.sql(sql))
+            .bind(&s.event_id)
+            .bind(&s.lease_token)
+            .bind(target)
+            .fetch_optional(&mut **tx)
+            .await?;
+        Ok(found.is_some())
     }
 
     async fn write_dead_letter(
@@ -560,6 +589,7 @@ impl OutboxStore for SqlStore {
                         parent_type: event.parent_type,
                         parent_id: event.parent_id,
                         error: reason.to_string(),
+                        cycle: event.cycle,
                     }),
                     _ => None,
                 };

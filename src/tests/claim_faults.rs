@@ -6,9 +6,9 @@ use std::time::Duration;
 use app::dto::DeliveryStatus;
 use herald::outbox::model::{NewEvent, Source};
 use herald::store::ports::{ClaimRequest, OutboxStore};
-use herald::store::{Engine, SqlStore};
-use sqlx::Executor;
+use herald::store::SqlStore;
 
+use crate::faults::StatusFault;
 use crate::support::TestDb;
 
 crate::contract_tests!(
@@ -43,28 +43,14 @@ fn claim_request(lease_ms: i64) -> ClaimRequest {
 
 /// Makes every `pending → processing` update fail inside the database.
 async fn fail_claims_of_pending_events(store: &SqlStore) {
-    let statements: &[&str] = match store.engine() {
-        Engine::Sqlite => &[
-            "CREATE TRIGGER refuse_pending_claims BEFORE UPDATE OF status ON outbox_events \
-             WHEN OLD.status = 'pending' AND NEW.status = 'processing' \
-             BEGIN SELECT RAISE(ABORT, 'injected fault'); END",
-        ],
-        Engine::Postgres => &[
-            "CREATE FUNCTION refuse_pending_claims() RETURNS trigger AS $$ BEGIN \
-             IF OLD.status = 'pending' AND NEW.status = 'processing' THEN \
-             RAISE EXCEPTION 'injected fault'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql",
-            "CREATE TRIGGER refuse_pending_claims BEFORE UPDATE ON outbox_events \
-             FOR EACH ROW EXECUTE FUNCTION refuse_pending_claims()",
-        ],
-        Engine::MySql => &[
-            "CREATE TRIGGER refuse_pending_claims BEFORE UPDATE ON outbox_events \
-             FOR EACH ROW BEGIN IF OLD.status = 'pending' AND NEW.status = 'processing' THEN \
-             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected fault'; END IF; END",
-        ],
-    };
-    for sql in statements {
-        store.pool().execute(*sql).await.expect("install the fault");
+    StatusFault {
+        name: "refuse_pending_claims",
+        from: Some("pending"),
+        to: "processing",
+        event_id: None,
     }
+    .install(store)
+    .await;
 }
 
 async fn status(store: &SqlStore, id: &str) -> DeliveryStatus {

@@ -12,7 +12,7 @@ use herald::store::{Engine, SqlStore};
 
 use crate::support::{HeraldProcess, Receiver, TestDb};
 
-fn callback(id: &str, url: &str) -> NewEvent {
+pub(crate) fn callback(id: &str, url: &str) -> NewEvent {
     NewEvent {
         event_id: id.to_string(),
         source: Source::Jobs,
@@ -31,7 +31,7 @@ fn callback(id: &str, url: &str) -> NewEvent {
     }
 }
 
-async fn enqueue_all(store: &SqlStore, events: &[NewEvent]) {
+pub(crate) async fn enqueue_all(store: &SqlStore, events: &[NewEvent]) {
     let mut tx = store.begin_write().await.unwrap();
     for e in events {
         store.enqueue_in(&mut tx, e).await.unwrap();
@@ -49,7 +49,7 @@ async fn statuses(store: &SqlStore) -> HashMap<String, DeliveryStatus> {
         .collect()
 }
 
-async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
+pub(crate) async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
         if check().await {
@@ -60,7 +60,7 @@ async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> 
     panic!("timed out waiting for {what}");
 }
 
-fn worker_flags(lease_secs: &'static str) -> Vec<&'static str> {
+pub(crate) fn worker_flags(lease_secs: &'static str) -> Vec<&'static str> {
     vec![
         "--worker-concurrency",
         "8",

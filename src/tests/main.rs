@@ -1,6 +1,7 @@
 //! Herald's integration tests: the storage contract against real SQLite, PostgreSQL
 //! and MariaDB databases, and the HTTP surface against a real server on loopback.
 
+mod faults;
 mod support;
 
 mod claim_faults;
@@ -9,5 +10,7 @@ mod crash;
 mod http_api;
 mod notifications;
 mod outbox_contract;
+mod settle_outage;
+mod settle_replay;
 mod sign_in_abuse;
 mod store_contract;

@@ -361,7 +361,9 @@ async fn a_timeout_is_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_400_stops_at_once_and_is_dead_lettered_to_the_operators_route() {
     let receiver = Receiver::start().await;
-    receiver.script(&[(400, None)]);
+    // It fails in its first cycle (its notice then succeeds) and again after the
+    // first manual retry; answers are taken in order, whatever the path.
+    receiver.script(&[(400, None), (200, None), (400, None)]);
     let (server, _config) = start(&receiver, "dead_letter_route = \"dead\"", true).await;
     let api = Api::new(&server).await;
     let run = api.run(Some(receiver.url()), &[]).await;
@@ -376,7 +378,7 @@ async fn a_400_stops_at_once_and_is_dead_lettered_to_the_operators_route() {
     let notice = api
         .wait_status(
             &run,
-            &format!("dead_letter_{id}"),
+            &format!("dead_letter_{id}_1"),
             "completed",
             Duration::from_secs(10),
         )
@@ -403,11 +405,31 @@ async fn a_400_stops_at_once_and_is_dead_lettered_to_the_operators_route() {
         .post(&format!("/api/v1/deliveries/{id}/retry"), retry("failed"))
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{stale}");
+    // The second cycle fails too: the operators are told again, in a notice of its own.
+    api.wait_status(&run, &id, "failed", Duration::from_secs(10))
+        .await;
+    api.wait_status(
+        &run,
+        &format!("dead_letter_{id}_2"),
+        "completed",
+        Duration::from_secs(10),
+    )
+    .await;
+    let notices = receiver
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/dead")
+        .count();
+    assert_eq!(notices, 2, "one notice per failed cycle");
+    let (status, retried) = api
+        .post(&format!("/api/v1/deliveries/{id}/retry"), retry("failed"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{retried}");
     let done = api
         .wait_status(&run, &id, "completed", Duration::from_secs(10))
         .await;
-    assert_eq!(done["attempts"], 2, "cumulative attempts are kept");
-    assert_eq!(done["cycle"], 2);
+    assert_eq!(done["attempts"], 3, "cumulative attempts are kept");
+    assert_eq!(done["cycle"], 3);
     receiver.stop();
     server.stop().await;
 }
