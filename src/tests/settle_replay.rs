@@ -62,7 +62,10 @@ async fn claim_one(store: &herald::store::SqlStore, e: NewEvent) -> Settlement {
 async fn a_replayed_failure_is_accepted_and_dead_lettered_once(db: &TestDb) {
     let store = db.store().await;
     let failed = claim_one(&store, event("fails", true)).await;
-    assert_eq!(store.settle(&[failed.clone()]).await.unwrap(), vec![true]);
+    assert_eq!(
+        store.settle(std::slice::from_ref(&failed)).await.unwrap(),
+        vec![true]
+    );
     // The commit landed; the worker never heard and replays the same settlement.
     assert_eq!(
         store.settle(&[failed]).await.unwrap(),
@@ -80,14 +83,23 @@ async fn a_replayed_uncertain_or_skip_is_accepted(db: &TestDb) {
     let mut uncertain = claim_one(&store, event("unsure", false)).await;
     uncertain.settle = Settle::Uncertain;
     assert_eq!(
-        store.settle(&[uncertain.clone()]).await.unwrap(),
+        store
+            .settle(std::slice::from_ref(&uncertain))
+            .await
+            .unwrap(),
         vec![true]
     );
     assert_eq!(store.settle(&[uncertain]).await.unwrap(), vec![true]);
     let mut skipped = claim_one(&store, event("nothing", true)).await;
     skipped.settle = Settle::Skipped;
-    assert_eq!(store.settle(&[skipped.clone()]).await.unwrap(), vec![true]);
-    assert_eq!(store.settle(&[skipped.clone()]).await.unwrap(), vec![true]);
+    assert_eq!(
+        store.settle(std::slice::from_ref(&skipped)).await.unwrap(),
+        vec![true]
+    );
+    assert_eq!(
+        store.settle(std::slice::from_ref(&skipped)).await.unwrap(),
+        vec![true]
+    );
     // A different lease's replay is still refused.
     skipped.lease_token = "someone-else".into();
     assert_eq!(store.settle(&[skipped]).await.unwrap(), vec![false]);
