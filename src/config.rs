@@ -131,6 +131,10 @@ settings! {
     max_result_bytes: usize = 256 * 1024, "HERALD_MAX_RESULT_BYTES";
 }
 
+/// Route names go into event ids (`dead_letter_deliver_<run>_<route>_<cycle>`),
+/// which must fit a 191-character key on MySQL.
+pub const MAX_ROUTE_NAME_LEN: usize = 64;
+
 /// A named, configured destination for run results (DESIGN §1 "delivery routes").
 #[derive(Deserialize, Debug, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -247,6 +251,12 @@ impl Settings {
                 setting: "routes",
                 message,
             };
+            if route.name.len() > MAX_ROUTE_NAME_LEN {
+                return Err(invalid(format!(
+                    "route name {:?} is longer than {MAX_ROUTE_NAME_LEN} characters",
+                    route.name
+                )));
+            }
             if route.name.is_empty()
                 || !route
                     .name
@@ -368,6 +378,17 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("pager"), "{err}");
+        let long = "r".repeat(MAX_ROUTE_NAME_LEN + 1);
+        let file = write(&format!(
+            "[[routes]]\nname = \"{long}\"\nchannel = \"chat\"\nurl = \"https://a.example\"\n"
+        ));
+        let err = Settings::resolve(&SettingsArgs {
+            config: Some(file.path().to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("longer than 64"), "{err}");
     }
 
     #[test]

@@ -30,6 +30,11 @@ pub mod kinds {
 pub enum DeliveryPayload {
     Webhook(WebhookPayload),
     Chat(ChatPayload),
+    /// The run named a route that was no longer configured when it finished:
+    /// recorded (and failed) rather than silently dropped.
+    MissingRoute {
+        route: String,
+    },
 }
 
 /// Plans the events a transition owes.
@@ -87,12 +92,18 @@ impl NotificationPlanner {
             );
         }
         for name in routes {
-            let Some(route) = self.routes.get(name) else {
-                continue;
+            let (payload, redeliverable) = match self.routes.get(name) {
+                Some(route) => self.route_payload(route, &snapshot, &run_text(run)),
+                None => (
+                    serde_json::to_string(&DeliveryPayload::MissingRoute {
+                        route: name.clone(),
+                    })
+                    .unwrap_or_default(),
+                    true,
+                ),
             };
-            let (payload, redeliverable) = self.route_payload(route, &snapshot, &run_text(run));
             events.push(self.event(
-                format!("deliver_{}_{}", run.id, route.name),
+                format!("deliver_{}_{}", run.id, name),
                 kinds::DELIVERY,
                 run,
                 payload,
@@ -245,6 +256,12 @@ impl Handler for DeliveryHandler {
                 self.webhook.deliver(&event.event_id, payload).await
             }
             Ok(DeliveryPayload::Chat(payload)) => self.chat.deliver(payload).await,
+            Ok(DeliveryPayload::MissingRoute { route }) => Outcome::Permanent {
+                error: format!(
+                    "route {route:?} was not configured when the run finished; nothing was sent"
+                ),
+                status_code: None,
+            },
             Err(outcome) => outcome,
         }
     }

@@ -250,6 +250,25 @@ impl Worker {
     }
 }
 
+/// The outcome of an attempt whose handler panicked. It may have sent part of the
+/// effect before it crashed: a kind that cannot be resent safely becomes
+/// `uncertain` (an operator checks), a redeliverable one is retried.
+fn crashed(event: &ClaimedEvent) -> Outcome {
+    let error = "the handler crashed during the attempt".to_string();
+    if event.redeliverable {
+        Outcome::Retryable {
+            error,
+            status_code: None,
+            retry_after: None,
+        }
+    } else {
+        Outcome::Uncertain {
+            error,
+            status_code: None,
+        }
+    }
+}
+
 async fn run_one(
     registry: &Registry,
     metrics: &Metrics,
@@ -266,11 +285,10 @@ async fn run_one(
             // A panicking handler is a failed attempt, not a dead worker.
             let outcome = match tokio::spawn(async move { handler.handle(&claimed).await }).await {
                 Ok(outcome) => outcome,
-                Err(join) => Outcome::Retryable {
-                    error: format!("handler crashed: {join}"),
-                    status_code: None,
-                    retry_after: None,
-                },
+                Err(join) => {
+                    tracing::error!(event_id = %event.event_id, kind = %event.kind, error = %join, "a handler crashed");
+                    crashed(&event)
+                }
             };
             let settle = outcome.settle(&event, &registration.policy);
             (outcome, settle)

@@ -13,6 +13,8 @@ use crate::store::ports::{NewRun, Run, RunFilter, RunRepository};
 pub const MAX_RUN_TYPE_LEN: usize = 64;
 pub const MAX_TENANT_LEN: usize = 128;
 pub const MAX_URL_LEN: usize = 2048;
+/// The stored route list (JSON) fits the column that holds it.
+pub const MAX_ROUTES_LEN: usize = 2048;
 
 /// The body of `POST /api/v1/runs`.
 #[derive(Debug, Deserialize)]
@@ -260,6 +262,12 @@ fn validate_new_run(input: CreateRun) -> Result<NewRun, ServiceError> {
     let mut routes = input.routes;
     routes.sort();
     routes.dedup();
+    if serde_json::to_string(&routes).map_or(0, |s| s.len()) > MAX_ROUTES_LEN {
+        return Err(ServiceError::invalid(
+            "routes",
+            format!("the route list is longer than {MAX_ROUTES_LEN} characters"),
+        ));
+    }
     Ok(NewRun {
         run_type,
         tenant,
@@ -284,7 +292,16 @@ pub fn validate_url(field: &'static str, url: &str) -> Result<String, ServiceErr
     if parsed.host_str().is_none_or(str::is_empty) {
         return Err(ServiceError::invalid(field, "must name a host"));
     }
-    Ok(parsed.to_string())
+    // What is stored is the normalised form, which percent-encoding can make
+    // several times longer than what was sent.
+    let normalised = parsed.to_string();
+    if normalised.len() > MAX_URL_LEN {
+        return Err(ServiceError::invalid(
+            field,
+            format!("is longer than {MAX_URL_LEN} characters once percent-encoded"),
+        ));
+    }
+    Ok(normalised)
 }
 
 fn parse_json(text: Option<&str>) -> Option<serde_json::Value> {
@@ -348,6 +365,15 @@ mod tests {
             ServiceError::Invalid { field, .. } => field,
             other => panic!("expected a validation error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_url_too_long_once_percent_encoded_is_refused() {
+        // 1,000 two-byte characters: 2,019 bytes sent, 6,019 once encoded.
+        let url = format!("https://hooks.example.com/{}", "é".repeat(1000));
+        assert!(url.len() <= MAX_URL_LEN);
+        let err = validate_url("callback_url", &url).unwrap_err();
+        assert!(err.to_string().contains("percent-encoded"), "{err}");
     }
 
     #[test]

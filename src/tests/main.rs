@@ -7,6 +7,7 @@ mod support;
 mod claim_faults;
 mod cli;
 mod crash;
+mod handler_crash;
 mod http_api;
 mod notifications;
 mod outbox_contract;

@@ -712,3 +712,42 @@ async fn sigkill_while_the_receiver_holds_the_request_redelivers_the_same_id() {
     store.close().await;
     db.drop_db().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_route_removed_before_the_run_finished_is_recorded_as_a_failed_delivery() {
+    let receiver = Receiver::start().await;
+    let (server, _config) = start(&receiver, "", true).await;
+    let api = Api::new(&server).await;
+    let run = api.run(None, &["ops-hook"]).await;
+    // The operator removes the route and restarts Herald before the run finishes.
+    let db = server.stop_keep_db().await;
+    let bare = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        bare.path(),
+        "worker_poll_interval_ms = 50\nmaintenance_interval_ms = 100\n",
+    )
+    .unwrap();
+    let path = bare.path().to_path_buf();
+    let server = TestServer::start_on(db, move |args| args.config = Some(path)).await;
+    let api = Api {
+        base: server.url(""),
+        ..api
+    };
+    let (status, done) = api.finish(&run, "succeeded", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    let id = format!("deliver_{run}_ops-hook");
+    assert_eq!(done["notifications"], json!([id.clone()]));
+    let failed = api
+        .wait_status(&run, &id, "failed", Duration::from_secs(10))
+        .await;
+    assert!(
+        failed["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("\"ops-hook\" was not configured"),
+        "{failed}"
+    );
+    assert!(receiver.arrivals().is_empty(), "nothing was sent");
+    receiver.stop();
+    server.stop().await;
+}
