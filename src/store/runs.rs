@@ -4,6 +4,7 @@ use app::dto::RunStatus;
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
 
+use super::engine::placeholders;
 use super::ports::{NewRun, Run, RunFilter, RunRepository, WriteTx};
 use super::row::{int, opt_text, text};
 use super::{SqlStore, StoreError};
@@ -62,25 +63,52 @@ impl RunRepository for SqlStore {
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>, StoreError> {
+        enum Arg<'a> {
+            Text(&'a str),
+            Int(i64),
+        }
         let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE 1 = 1");
-        let mut binds: Vec<&str> = Vec::new();
+        let mut binds: Vec<Arg> = Vec::new();
         if let Some(run_type) = &filter.run_type {
             sql.push_str(" AND run_type = ?");
-            binds.push(run_type);
+            binds.push(Arg::Text(run_type));
         }
         if let Some(status) = filter.status {
             sql.push_str(" AND status = ?");
-            binds.push(status.as_str());
+            binds.push(Arg::Text(status.as_str()));
+        }
+        if let Some(tenant) = &filter.tenant {
+            sql.push_str(" AND tenant = ?");
+            binds.push(Arg::Text(tenant));
+        }
+        if let Some(from) = filter.created_from_ms {
+            sql.push_str(" AND created_at >= ?");
+            binds.push(Arg::Int(from));
+        }
+        if let Some(to) = filter.created_to_ms {
+            sql.push_str(" AND created_at < ?");
+            binds.push(Arg::Int(to));
+        }
+        if !filter.delivery_states.is_empty() {
+            sql.push_str(&format!(
+                " AND EXISTS (SELECT 1 FROM outbox_events e WHERE e.parent_type = 'run' \
+                 AND e.parent_id = runs.id AND e.status IN ({}))",
+                placeholders(filter.delivery_states.len())
+            ));
+            binds.extend(filter.delivery_states.iter().map(|s| Arg::Text(s.as_str())));
         }
         if let Some(before) = &filter.before_id {
             sql.push_str(" AND id < ?");
-            binds.push(before);
+            binds.push(Arg::Text(before));
         }
         sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", filter.limit));
         let sql = self.engine.sql(&sql);
         let mut query = sqlx::query(&sql);
         for value in binds {
-            query = query.bind(value);
+            query = match value {
+                Arg::Text(text) => query.bind(text),
+                Arg::Int(int) => query.bind(int),
+            };
         }
         let rows = query.fetch_all(&self.pool).await?;
         rows.iter().map(run_from_row).collect()

@@ -4,6 +4,8 @@
 mod support;
 
 mod cli;
+mod console_contract;
+mod console_http;
 mod crash;
 mod http_api;
 mod notifications;
