@@ -2,7 +2,7 @@
 //! deliveries with their attempt timelines, and retry for operators. A retry sends
 //! the state the operator saw; a delivery that changed meanwhile is reported, never
 //! retried blindly. An `uncertain` delivery is retried only through the
-//! acknowledgement dialog.
+//! acknowledgement dialog. While a delivery is in flight the page refreshes itself.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -51,6 +51,31 @@ pub fn RunPage() -> impl IntoView {
             Err(Failure { message, .. }) => Notice::Refused { event_id, message },
         }));
         page.refetch();
+    });
+    // Live updates: while a delivery is pending or in flight, reload the run every
+    // two seconds, but only while the page is visible.
+    Effect::new(move |_| {
+        let handle = set_interval_with_handle(
+            move || {
+                let in_flight = page.get_untracked().is_some_and(|r| {
+                    r.is_ok_and(|v| {
+                        v.deliveries.iter().any(|d| {
+                            matches!(
+                                d.delivery.status,
+                                DeliveryStatus::Pending | DeliveryStatus::Processing
+                            )
+                        })
+                    })
+                });
+                if in_flight && !document().hidden() {
+                    page.refetch();
+                }
+            },
+            std::time::Duration::from_secs(2),
+        );
+        if let Ok(handle) = handle {
+            on_cleanup(move || handle.clear());
+        }
     });
     let send = Callback::new(move |command: RetryCommand| {
         notice.set(None);
