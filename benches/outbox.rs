@@ -356,10 +356,17 @@ async fn webhooks(engine: Engine, runs: usize) {
         herald::runtime::Runtime::start(&settings, &store, &planner, metrics, stop.clone())
             .await
             .unwrap();
+    let deliveries = herald::service::deliveries::DeliveryService::new(
+        runtime.jobs.store().clone(),
+        Arc::new(store.clone()),
+        runtime.jobs_registry.clone(),
+        settings.max_attempts,
+    );
     let service = RunService::new(
         Arc::new(store.clone()),
         runtime.jobs.clone(),
         planner,
+        deliveries,
         1 << 20,
     );
     let viewer = Viewer {

@@ -1,22 +1,27 @@
 //! The server's implementation of the console's port: server functions call the
-//! same service layer as the JSON API.
+//! same service layer as the JSON API, where every permission is checked.
 
 use async_trait::async_trait;
 
-use app::dto::{RunPage, RunQuery, Viewer};
+use app::dto::{AuditPage, DeliveryView, RetryCommand, RunPage, RunQuery, RunView, Viewer};
 use app::port::{ConsoleError, ConsolePort};
 
 use crate::http::ApiError;
+use crate::service::deliveries::{DeliveryService, RetryRequest};
 use crate::service::runs::RunService;
 use crate::service::ServiceError;
 
+/// Audit rows per console page.
+const AUDIT_PAGE: u32 = 50;
+
 pub struct Console {
     runs: RunService,
+    deliveries: DeliveryService,
 }
 
 impl Console {
-    pub fn new(runs: RunService) -> Self {
-        Console { runs }
+    pub fn new(runs: RunService, deliveries: DeliveryService) -> Self {
+        Console { runs, deliveries }
     }
 }
 
@@ -36,5 +41,36 @@ impl ConsolePort for Console {
         query: RunQuery,
     ) -> Result<RunPage, ConsoleError> {
         self.runs.list(viewer, query).await.map_err(console_error)
+    }
+
+    async fn run_view(&self, viewer: Option<&Viewer>, id: &str) -> Result<RunView, ConsoleError> {
+        self.runs.view(viewer, id).await.map_err(console_error)
+    }
+
+    async fn retry_delivery(
+        &self,
+        viewer: Option<&Viewer>,
+        command: RetryCommand,
+    ) -> Result<DeliveryView, ConsoleError> {
+        let request = RetryRequest {
+            kind: command.kind,
+            expected_status: command.expected_status,
+            allow_uncertain: command.allow_uncertain,
+        };
+        self.deliveries
+            .retry(viewer, &command.event_id, request)
+            .await
+            .map_err(console_error)
+    }
+
+    async fn audit(
+        &self,
+        viewer: Option<&Viewer>,
+        after: Option<String>,
+    ) -> Result<AuditPage, ConsoleError> {
+        self.deliveries
+            .audit(viewer, after, AUDIT_PAGE)
+            .await
+            .map_err(console_error)
     }
 }

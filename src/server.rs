@@ -84,19 +84,22 @@ pub async fn run(
     let runtime =
         Runtime::start(&settings, &store, &planner, metrics.clone(), stop.clone()).await?;
 
+    let deliveries = DeliveryService::new(
+        runtime.jobs.store().clone(),
+        Arc::new(store.clone()),
+        runtime.jobs_registry.clone(),
+        settings.max_attempts,
+    );
     let state = AppState {
         leptos,
         runs: RunService::new(
             Arc::new(store.clone()),
             runtime.jobs.clone(),
             planner,
+            deliveries.clone(),
             settings.max_result_bytes,
         ),
-        deliveries: DeliveryService::new(
-            runtime.jobs.store().clone(),
-            runtime.jobs_registry.clone(),
-            settings.max_attempts,
-        ),
+        deliveries,
         accounts,
         store: store.clone(),
         metrics,

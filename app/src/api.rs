@@ -1,13 +1,36 @@
 //! Server functions: the console's calls into the server. Each runs on the server,
 //! finds the request's [`Viewer`] (set by the server's authentication layer) and
 //! calls the [`ConsolePort`](crate::port::ConsolePort), whose service layer checks
-//! permissions.
+//! permissions. A refusal comes back as a [`Failure`] with its HTTP status, which
+//! the server function's response also carries.
 
 use leptos::prelude::*;
+use leptos::server_fn::codec::{Json, JsonEncoding};
+use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
+use serde::{Deserialize, Serialize};
 
-use crate::dto::{RunPage, Viewer};
+use crate::dto::{AuditPage, DeliveryView, RetryCommand, RunPage, RunView, Viewer};
 #[cfg(feature = "ssr")]
-use crate::dto::{RunQuery, RunStatus};
+use crate::dto::{DeliveryFilter, RunQuery, RunStatus};
+
+/// Why a server function failed: the HTTP status and a message for people.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct Failure {
+    pub status: u16,
+    pub message: String,
+}
+
+impl FromServerFnError for Failure {
+    type Encoder = JsonEncoding;
+
+    fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
+        Failure {
+            status: 500,
+            message: value.to_string(),
+        }
+    }
+}
 
 #[cfg(feature = "ssr")]
 mod server {
@@ -15,43 +38,55 @@ mod server {
 
     use leptos::prelude::*;
 
+    use super::Failure;
     use crate::dto::Viewer;
-    use crate::port::ConsolePort;
+    use crate::port::{ConsoleError, ConsolePort};
 
     pub fn viewer() -> Option<Viewer> {
         use_context::<http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Viewer>().cloned())
     }
 
-    pub fn port() -> Result<Arc<dyn ConsolePort>, ServerFnError> {
-        use_context::<Arc<dyn ConsolePort>>()
-            .ok_or_else(|| ServerFnError::new("console port missing from context"))
+    pub fn port() -> Result<Arc<dyn ConsolePort>, Failure> {
+        use_context::<Arc<dyn ConsolePort>>().ok_or_else(|| fail(500, "console port missing"))
     }
 
-    /// Sets the HTTP status of a failed server function call.
-    pub fn fail(status: u16, message: String) -> ServerFnError {
+    /// A failure, with its status set on the response.
+    pub fn fail(status: u16, message: impl Into<String>) -> Failure {
         if let Some(options) = use_context::<leptos_axum::ResponseOptions>() {
             if let Ok(code) = http::StatusCode::from_u16(status) {
                 options.set_status(code);
             }
         }
-        ServerFnError::new(message)
+        Failure {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub fn from_port(err: ConsoleError) -> Failure {
+        fail(err.status, err.message)
     }
 }
 
 /// The signed-in viewer, or `None`.
 #[server(prefix = "/console-api", endpoint = "viewer")]
-pub async fn current_viewer() -> Result<Option<Viewer>, ServerFnError> {
+pub async fn current_viewer() -> Result<Option<Viewer>, Failure> {
     Ok(server::viewer())
 }
 
-/// One page of runs, newest first.
+/// One page of runs, newest first, with their delivery counts.
 #[server(prefix = "/console-api", endpoint = "runs")]
+#[allow(clippy::too_many_arguments)]
 pub async fn list_runs(
     run_type: Option<String>,
     status: Option<String>,
+    tenant: Option<String>,
+    delivery: Option<String>,
+    created_from: Option<String>,
+    created_to: Option<String>,
     after: Option<String>,
-) -> Result<RunPage, ServerFnError> {
+) -> Result<RunPage, Failure> {
     let status = match status.as_deref() {
         None | Some("") => None,
         Some(value) => Some(
@@ -59,9 +94,20 @@ pub async fn list_runs(
                 .ok_or_else(|| server::fail(400, format!("unknown status {value:?}")))?,
         ),
     };
+    let delivery = match delivery.as_deref() {
+        None | Some("") => None,
+        Some(value) => Some(
+            DeliveryFilter::parse(value)
+                .ok_or_else(|| server::fail(400, format!("unknown delivery state {value:?}")))?,
+        ),
+    };
     let query = RunQuery {
         run_type,
         status,
+        tenant,
+        delivery,
+        created_from,
+        created_to,
         after,
         limit: None,
     };
@@ -69,5 +115,35 @@ pub async fn list_runs(
     server::port()?
         .list_runs(viewer.as_ref(), query)
         .await
-        .map_err(|e| server::fail(e.status, e.message))
+        .map_err(server::from_port)
+}
+
+/// A run, its deliveries and their attempt timelines, redacted for the viewer.
+#[server(prefix = "/console-api", endpoint = "run")]
+pub async fn load_run(id: String) -> Result<RunView, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .run_view(viewer.as_ref(), &id)
+        .await
+        .map_err(server::from_port)
+}
+
+/// Retries one delivery from the state the operator saw (a compare-and-set).
+#[server(prefix = "/console-api", endpoint = "retry", input = Json)]
+pub async fn retry_delivery(command: RetryCommand) -> Result<DeliveryView, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .retry_delivery(viewer.as_ref(), command)
+        .await
+        .map_err(server::from_port)
+}
+
+/// The operators' audit trail, newest first.
+#[server(prefix = "/console-api", endpoint = "audit")]
+pub async fn audit_trail(after: Option<String>) -> Result<AuditPage, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .audit(viewer.as_ref(), after)
+        .await
+        .map_err(server::from_port)
 }

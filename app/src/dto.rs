@@ -155,6 +155,8 @@ pub struct RunSummary {
     pub callback_origin: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    /// Its deliveries counted by state.
+    pub deliveries: DeliveryCounts,
 }
 
 /// Filters and cursor of one page of the runs list.
@@ -162,6 +164,13 @@ pub struct RunSummary {
 pub struct RunQuery {
     pub run_type: Option<String>,
     pub status: Option<RunStatus>,
+    pub tenant: Option<String>,
+    /// Runs with at least one delivery in these states.
+    pub delivery: Option<DeliveryFilter>,
+    /// Created at or after this instant (RFC 3339, or a `YYYY-MM-DD` day in UTC).
+    pub created_from: Option<String>,
+    /// Created before the end of this instant or day.
+    pub created_to: Option<String>,
     /// Keyset cursor: the id of the last run on the previous page.
     pub after: Option<String>,
     pub limit: Option<u32>,
@@ -225,4 +234,222 @@ impl DeliveryStatus {
             .into_iter()
             .find(|status| status.as_str() == value)
     }
+}
+
+impl DeliveryStatus {
+    pub fn label(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "Pending",
+            DeliveryStatus::Processing => "Processing",
+            DeliveryStatus::Completed => "Completed",
+            DeliveryStatus::Skipped => "Skipped",
+            DeliveryStatus::Failed => "Failed",
+            DeliveryStatus::Uncertain => "Uncertain",
+        }
+    }
+
+    /// How much a state needs an operator: the worst state of a run's deliveries is
+    /// the one its badge shows.
+    pub fn severity(self) -> u8 {
+        match self {
+            DeliveryStatus::Completed => 0,
+            DeliveryStatus::Skipped => 1,
+            DeliveryStatus::Pending | DeliveryStatus::Processing => 2,
+            DeliveryStatus::Failed => 3,
+            DeliveryStatus::Uncertain => 4,
+        }
+    }
+
+    /// The states an operator may retry from.
+    pub fn is_retryable(self) -> bool {
+        matches!(
+            self,
+            DeliveryStatus::Failed | DeliveryStatus::Skipped | DeliveryStatus::Uncertain
+        )
+    }
+}
+
+/// Which deliveries a list is narrowed to: one state, or every run or event that
+/// needs an operator (any `failed` or `uncertain`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryFilter {
+    NeedsAttention,
+    State(DeliveryStatus),
+}
+
+impl DeliveryFilter {
+    pub const NEEDS_ATTENTION: &'static str = "needs_attention";
+
+    pub fn parse(value: &str) -> Option<DeliveryFilter> {
+        if value == Self::NEEDS_ATTENTION {
+            Some(DeliveryFilter::NeedsAttention)
+        } else {
+            DeliveryStatus::parse(value).map(DeliveryFilter::State)
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryFilter::NeedsAttention => Self::NEEDS_ATTENTION,
+            DeliveryFilter::State(status) => status.as_str(),
+        }
+    }
+
+    /// The states this filter matches.
+    pub fn states(self) -> Vec<DeliveryStatus> {
+        match self {
+            DeliveryFilter::NeedsAttention => {
+                vec![DeliveryStatus::Failed, DeliveryStatus::Uncertain]
+            }
+            DeliveryFilter::State(status) => vec![status],
+        }
+    }
+}
+
+/// A run's deliveries counted by state (the Runs page's summary column).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryCounts {
+    pub completed: i64,
+    /// `pending` and `processing` together.
+    pub in_flight: i64,
+    pub failed: i64,
+    pub uncertain: i64,
+    pub skipped: i64,
+    /// The state that most needs an operator, if the run has any delivery.
+    pub worst: Option<DeliveryStatus>,
+}
+
+impl DeliveryCounts {
+    pub fn add(&mut self, status: DeliveryStatus, count: i64) {
+        match status {
+            DeliveryStatus::Completed => self.completed += count,
+            DeliveryStatus::Pending | DeliveryStatus::Processing => self.in_flight += count,
+            DeliveryStatus::Failed => self.failed += count,
+            DeliveryStatus::Uncertain => self.uncertain += count,
+            DeliveryStatus::Skipped => self.skipped += count,
+        }
+        if count > 0 && self.worst.is_none_or(|w| status.severity() > w.severity()) {
+            self.worst = Some(status);
+        }
+    }
+
+    pub fn total(&self) -> i64 {
+        self.completed + self.in_flight + self.failed + self.uncertain + self.skipped
+    }
+}
+
+/// One outbox event as every reader may see it: no payload, the destination reduced
+/// to its origin, no secret reference.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryView {
+    pub event_id: String,
+    pub kind: String,
+    pub source: String,
+    pub parent_type: String,
+    pub parent_id: String,
+    /// `webhook`, `chat`, … when the payload names one.
+    pub channel: Option<String>,
+    /// `scheme://host[:port]` of the destination, when it has a URL.
+    pub destination: Option<String>,
+    pub status: DeliveryStatus,
+    /// Sending attempts over every cycle.
+    pub attempts: i64,
+    pub cycle: i64,
+    /// Attempts of the current cycle, of `max_attempts`.
+    pub cycle_attempts: i64,
+    pub max_attempts: i64,
+    pub last_status_code: Option<i64>,
+    pub last_error: Option<String>,
+    /// When the next attempt is due (pending events only).
+    pub next_attempt_at: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub completed_at: Option<String>,
+    pub failed_at: Option<String>,
+    pub uncertain_at: Option<String>,
+    pub dead_letter_id: Option<String>,
+}
+
+/// One page of the outbox listing, newest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryPage {
+    pub events: Vec<DeliveryView>,
+    /// Present when more events follow this page.
+    pub next_cursor: Option<String>,
+}
+
+/// One attempt of the attempt log: no payloads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptView {
+    pub attempt: i64,
+    pub cycle: i64,
+    pub started_at: String,
+    pub duration_ms: i64,
+    /// `completed`, `retry`, `failed`, `exhausted`, `skipped`, `uncertain`.
+    pub outcome: String,
+    pub status_code: Option<i64>,
+    pub error: Option<String>,
+}
+
+/// A delivery on the run detail page, with its attempt timeline and whether this
+/// viewer may retry it (decided by the server).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryDetail {
+    pub delivery: DeliveryView,
+    pub timeline: Vec<AttemptView>,
+    pub can_retry: bool,
+}
+
+/// A run's facts as this viewer may see them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunFacts {
+    pub id: String,
+    pub run_type: String,
+    pub tenant: String,
+    pub status: RunStatus,
+    pub callback_origin: Option<String>,
+    /// Only with `data:read`.
+    pub callback_url: Option<String>,
+    /// The result snapshot as pretty JSON; only with `data:read`.
+    pub result: Option<String>,
+    pub routes: Vec<String>,
+    pub transition_seq: i64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// The run detail page.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunView {
+    pub run: RunFacts,
+    pub deliveries: Vec<DeliveryDetail>,
+}
+
+/// What an operator's retry asks: the delivery, its kind and the state they saw.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryCommand {
+    pub event_id: String,
+    pub kind: String,
+    pub expected_status: DeliveryStatus,
+    /// The operator acknowledged the duplicate risk of an `uncertain` delivery.
+    pub allow_uncertain: bool,
+}
+
+/// One row of the operators' audit trail.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub id: String,
+    pub event_id: String,
+    pub action: String,
+    pub actor: String,
+    pub from_status: String,
+    pub acknowledged_duplicate_risk: bool,
+    pub at: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditPage {
+    pub entries: Vec<AuditEntry>,
+    pub next_cursor: Option<String>,
 }

@@ -2,9 +2,10 @@
 
 use async_trait::async_trait;
 
-use crate::dto::{RunPage, RunQuery, Viewer};
+use crate::dto::{AuditPage, DeliveryView, RetryCommand, RunPage, RunQuery, RunView, Viewer};
 
-/// A failure the console can show: an HTTP-like status and a human message.
+/// A failure the console can show: an HTTP-like status and a human message, and for
+/// a lost compare-and-set the state the delivery is in now.
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct ConsoleError {
@@ -19,4 +20,18 @@ pub trait ConsolePort: Send + Sync + 'static {
         viewer: Option<&Viewer>,
         query: RunQuery,
     ) -> Result<RunPage, ConsoleError>;
+
+    async fn run_view(&self, viewer: Option<&Viewer>, id: &str) -> Result<RunView, ConsoleError>;
+
+    async fn retry_delivery(
+        &self,
+        viewer: Option<&Viewer>,
+        command: RetryCommand,
+    ) -> Result<DeliveryView, ConsoleError>;
+
+    async fn audit(
+        &self,
+        viewer: Option<&Viewer>,
+        after: Option<String>,
+    ) -> Result<AuditPage, ConsoleError>;
 }

@@ -6,12 +6,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use app::dto::{RunPage, RunQuery, RunStatus};
+use app::dto::{DeliveryFilter, DeliveryView, RunPage, RunQuery, RunStatus};
 
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery, MaybeViewer};
 use super::AppState;
-use crate::service::deliveries::{DeliverySummary, RetryRequest};
+use crate::service::deliveries::RetryRequest;
 use crate::service::runs::{CreateRun, RunDetail, TransitionRequest, TransitionResponse};
 
 pub fn router() -> Router<AppState> {
@@ -49,6 +49,10 @@ struct ListParams {
     #[serde(rename = "type")]
     run_type: Option<String>,
     status: Option<String>,
+    tenant: Option<String>,
+    delivery: Option<String>,
+    created_from: Option<String>,
+    created_to: Option<String>,
     after: Option<String>,
     limit: Option<u32>,
 }
@@ -79,9 +83,22 @@ async fn list_runs(
             ));
         }
     }
+    let delivery = match params.delivery.as_deref() {
+        None | Some("") => None,
+        Some(value) => Some(DeliveryFilter::parse(value).ok_or_else(|| {
+            ApiError::invalid(
+                "delivery",
+                format!("delivery: unknown delivery state {value:?}; expected needs_attention or a state"),
+            )
+        })?),
+    };
     let query = RunQuery {
         run_type: params.run_type,
         status,
+        tenant: params.tenant,
+        delivery,
+        created_from: params.created_from,
+        created_to: params.created_to,
         after: params.after,
         limit: params.limit,
     };
@@ -103,7 +120,7 @@ async fn run_deliveries(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
     Path(id): Path<String>,
-) -> Result<Json<Vec<DeliverySummary>>, ApiError> {
+) -> Result<Json<Vec<DeliveryView>>, ApiError> {
     Ok(Json(state.deliveries.for_run(viewer.as_ref(), &id).await?))
 }
 
@@ -112,7 +129,7 @@ async fn retry_delivery(
     MaybeViewer(viewer): MaybeViewer,
     Path(event_id): Path<String>,
     ApiJson(body): ApiJson<RetryRequest>,
-) -> Result<Json<DeliverySummary>, ApiError> {
+) -> Result<Json<DeliveryView>, ApiError> {
     Ok(Json(
         state
             .deliveries

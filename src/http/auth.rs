@@ -18,8 +18,18 @@ use crate::auth::SESSION_USER_KEY;
 use crate::channels::guard::DestinationGuard;
 use crate::service::ServiceError;
 
-/// Console pages that need a signed-in user.
-const GUARDED_PAGES: &[&str] = &["/runs"];
+/// Console pages that need a signed-in user (the page and everything below it).
+const GUARDED_PAGES: &[&str] = &["/runs", "/audit", "/deliveries"];
+
+fn is_guarded_page(path: &str) -> bool {
+    GUARDED_PAGES.iter().any(|page| {
+        path.strip_prefix(page)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}
+
+/// Where an anonymous state-changing request may go: signing in and out.
+const ANONYMOUS_POSTS: &[&str] = &["/auth/login", "/auth/logout"];
 
 pub async fn authenticate(
     State(state): State<AppState>,
@@ -28,17 +38,8 @@ pub async fn authenticate(
     next: Next,
 ) -> Response {
     let bearer = bearer_token(req.headers());
-    if bearer.is_none() && is_state_changing(req.method()) && !is_same_origin(req.headers()) {
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "csrf",
-            "cross-site request refused: state-changing requests must come from the console's own origin or carry an API token",
-        )
-        .into_response();
-    }
-
-    let viewer = match bearer {
-        Some(secret) => match state.accounts.viewer_for_token(&secret).await {
+    let viewer = match &bearer {
+        Some(secret) => match state.accounts.viewer_for_token(secret).await {
             Ok(Some(viewer)) => Some(viewer),
             Ok(None) => {
                 return ApiError::new(
@@ -56,8 +57,25 @@ pub async fn authenticate(
         },
     };
 
-    if viewer.is_none() && req.method() == Method::GET && GUARDED_PAGES.contains(&req.uri().path())
-    {
+    // Who is asking comes first: a state-changing request with neither a session nor
+    // a token is unauthenticated (401), whatever its origin; only a request that a
+    // session cookie would authenticate needs the same-origin check (CSRF, 403).
+    if bearer.is_none() && is_state_changing(req.method()) {
+        let path = req.uri().path();
+        if viewer.is_none() && !ANONYMOUS_POSTS.contains(&path) {
+            return ApiError::from(ServiceError::Unauthenticated).into_response();
+        }
+        if !is_same_origin(req.headers()) {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "csrf",
+                "cross-site request refused: state-changing requests must come from the console's own origin or carry an API token",
+            )
+            .into_response();
+        }
+    }
+
+    if viewer.is_none() && req.method() == Method::GET && is_guarded_page(req.uri().path()) {
         let next = req
             .uri()
             .path_and_query()
@@ -228,6 +246,15 @@ mod tests {
             (header::HOST, "127.0.0.1:3000"),
             (header::ORIGIN, "null")
         ])));
+    }
+
+    #[test]
+    fn guarded_pages_cover_their_subpaths_only() {
+        assert!(is_guarded_page("/runs"));
+        assert!(is_guarded_page("/runs/0193-abc"));
+        assert!(is_guarded_page("/audit"));
+        assert!(!is_guarded_page("/runsx"));
+        assert!(!is_guarded_page("/login"));
     }
 
     #[test]

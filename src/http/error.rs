@@ -53,6 +53,10 @@ impl From<ServiceError> for ApiError {
             }
             ServiceError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", message),
             ServiceError::Conflict(_) => ApiError::new(StatusCode::CONFLICT, "conflict", message),
+            ServiceError::DeliveryChanged { current, .. } => ApiError {
+                current_status: Some(current.as_str()),
+                ..ApiError::new(StatusCode::CONFLICT, "conflict", message)
+            },
             ServiceError::IllegalTransition { current, .. } => ApiError {
                 current_status: Some(current.as_str()),
                 ..ApiError::new(StatusCode::CONFLICT, "illegal_transition", message)

@@ -1,6 +1,7 @@
 //! HTTP: the console (Leptos SSR + server functions), the JSON API, sign-in,
 //! health probes, and the layers around them.
 
+mod admin;
 mod api;
 mod auth;
 mod client_addr;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::http::StatusCode;
-use axum::response::Redirect;
+use axum::response::{IntoResponse, Redirect};
 use axum::routing::{get, post};
 use axum::{middleware, Router};
 use leptos::prelude::*;
@@ -58,8 +59,10 @@ pub const SESSION_COOKIE: &str = "herald_session";
 
 pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
     let routes = generate_route_list(App);
-    let console: Arc<dyn ConsolePort> = Arc::new(Console::new(state.runs.clone()));
+    let console: Arc<dyn ConsolePort> =
+        Arc::new(Console::new(state.runs.clone(), state.deliveries.clone()));
     let leptos_options = state.leptos.clone();
+    let not_found = not_found_page(console.clone(), leptos_options.clone());
     let site_root = leptos_options.site_root.to_string();
 
     let session_layer = SessionManagerLayer::new(sessions)
@@ -85,13 +88,14 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
         )
         .route("/auth/logout", post(auth::sign_out))
         .nest("/api/v1", api::router())
+        .nest("/admin/api", admin::router())
         .leptos_routes_with_context(
             &state,
             routes,
             move || provide_context(console.clone()),
             move || shell(leptos_options.clone()),
         )
-        .fallback_service(ServeDir::new(site_root).not_found_service(get(not_found)))
+        .fallback_service(ServeDir::new(site_root).not_found_service(not_found))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
@@ -102,6 +106,35 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
         .with_state(state)
 }
 
-async fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "nothing here")
+/// Paths under which every answer is JSON, a 404 included.
+const JSON_PREFIXES: &[&str] = &["/api/", "/admin/api/"];
+
+/// What answers an address nothing else serves: JSON for the API paths, the console's
+/// designed "page not found" page (HTTP 404) for everything else.
+fn not_found_page(
+    console: Arc<dyn ConsolePort>,
+    options: LeptosOptions,
+) -> axum::routing::MethodRouter<()> {
+    let render = leptos_axum::render_app_to_stream_with_context(
+        move || provide_context(console.clone()),
+        move || shell(options.clone()),
+    );
+    axum::routing::any(move |req: axum::extract::Request| {
+        let render = render.clone();
+        async move {
+            let path = req.uri().path();
+            let is_api = JSON_PREFIXES
+                .iter()
+                .any(|prefix| path.starts_with(prefix) || path == prefix.trim_end_matches('/'));
+            if is_api || req.method() != axum::http::Method::GET {
+                return ApiError::new(StatusCode::NOT_FOUND, "not_found", "nothing here")
+                    .into_response();
+            }
+            let mut response = render(req).await;
+            if response.status() == StatusCode::OK {
+                *response.status_mut() = StatusCode::NOT_FOUND;
+            }
+            response.into_response()
+        }
+    })
 }

@@ -1,37 +1,29 @@
-//! Deliveries (outbox events) as operators see them: redacted summaries for
-//! readers, and the one manual-retry entry point (a compare-and-set, audited).
+//! Deliveries (outbox events) as operators see them: redacted views for readers,
+//! counts by state for a page of runs, attempt timelines, the outbox listing of the
+//! admin API, the audit trail, and the one manual-retry entry point (a
+//! compare-and-set, audited) that the JSON API, the admin API and the console share.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use app::dto::{DeliveryStatus, Permission, Viewer};
-use serde::{Deserialize, Serialize};
+use app::dto::{
+    AttemptView, AuditEntry, AuditPage, DeliveryCounts, DeliveryDetail, DeliveryFilter,
+    DeliveryPage, DeliveryStatus, DeliveryView, Permission, Viewer,
+};
+use serde::Deserialize;
 
 use super::{format_ms, require, ServiceError};
 use crate::outbox::handler::Registry;
-use crate::outbox::model::{EventRecord, RetryRefusal};
-use crate::store::ports::{ManualRetry, OutboxStore};
+use crate::outbox::model::{AttemptRecord, EventRecord, RetryRefusal};
+use crate::store::ports::{DeliveryReads, EventFilter, ManualRetry, OutboxStore};
 
-/// An event without its payload: safe for every reader.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct DeliverySummary {
-    pub event_id: String,
-    pub kind: String,
-    pub status: DeliveryStatus,
-    pub attempts: i64,
-    pub cycle: i64,
-    pub cycle_attempts: i64,
-    pub last_status_code: Option<i64>,
-    pub last_error: Option<String>,
-    pub next_attempt_at: String,
-    pub created_at: String,
-    pub updated_at: String,
-    pub completed_at: Option<String>,
-    pub failed_at: Option<String>,
-    pub uncertain_at: Option<String>,
-    pub dead_letter_id: Option<String>,
-}
+/// The parent type of a run's events.
+pub const RUN_PARENT: &str = "run";
+pub const DEFAULT_PAGE: u32 = 50;
+pub const MAX_PAGE: u32 = 200;
 
-/// The body of `POST /api/v1/deliveries/{event_id}/retry`.
+/// The body of a retry request (`POST /api/v1/deliveries/{event_id}/retry` and
+/// `POST /admin/api/notification-outbox/{event_id}/retry`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetryRequest {
@@ -41,9 +33,24 @@ pub struct RetryRequest {
     pub allow_uncertain: bool,
 }
 
+/// Filters of the outbox listing as a caller sends them (query parameters).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboxQuery {
+    pub kind: Option<String>,
+    /// A state, or `needs_attention` (failed or uncertain).
+    pub status: Option<String>,
+    pub source: Option<String>,
+    /// `<parent type>:<parent id>`, e.g. `run:0193…`.
+    pub parent: Option<String>,
+    pub after: Option<String>,
+    pub limit: Option<u32>,
+}
+
 #[derive(Clone)]
 pub struct DeliveryService {
     store: Arc<dyn OutboxStore>,
+    reads: Arc<dyn DeliveryReads>,
     registry: Arc<Registry>,
     default_max_attempts: u32,
 }
@@ -51,11 +58,13 @@ pub struct DeliveryService {
 impl DeliveryService {
     pub fn new(
         store: Arc<dyn OutboxStore>,
+        reads: Arc<dyn DeliveryReads>,
         registry: Arc<Registry>,
         default_max_attempts: u32,
     ) -> Self {
         DeliveryService {
             store,
+            reads,
             registry,
             default_max_attempts,
         }
@@ -65,18 +74,165 @@ impl DeliveryService {
         &self,
         viewer: Option<&Viewer>,
         run_id: &str,
-    ) -> Result<Vec<DeliverySummary>, ServiceError> {
+    ) -> Result<Vec<DeliveryView>, ServiceError> {
         require(viewer, Permission::RunsRead)?;
-        let events = self.store.events_for_parent("run", run_id).await?;
-        Ok(events.into_iter().map(summary).collect())
+        let events = self.store.events_for_parent(RUN_PARENT, run_id).await?;
+        Ok(events.iter().map(view).collect())
     }
 
+    /// A run's deliveries with their attempt timelines (two statements in all) and
+    /// whether this viewer may retry each.
+    pub async fn details_for_run(
+        &self,
+        viewer: Option<&Viewer>,
+        run_id: &str,
+    ) -> Result<Vec<DeliveryDetail>, ServiceError> {
+        let viewer = require(viewer, Permission::RunsRead)?;
+        let events = self.store.events_for_parent(RUN_PARENT, run_id).await?;
+        let ids: Vec<String> = events.iter().map(|e| e.event_id.clone()).collect();
+        let mut timelines: HashMap<String, Vec<AttemptView>> = HashMap::new();
+        for (event_id, attempt) in self.reads.attempts_of(&ids).await? {
+            timelines
+                .entry(event_id)
+                .or_default()
+                .push(attempt_view(&attempt));
+        }
+        let may_write = viewer.can(Permission::RunsWrite);
+        Ok(events
+            .iter()
+            .map(|event| DeliveryDetail {
+                delivery: view(event),
+                timeline: timelines.remove(&event.event_id).unwrap_or_default(),
+                can_retry: may_write && event.status.is_retryable(),
+            })
+            .collect())
+    }
+
+    /// Delivery counts by state of each run, from one grouped query.
+    pub async fn counts_for_runs(
+        &self,
+        run_ids: &[String],
+    ) -> Result<HashMap<String, DeliveryCounts>, ServiceError> {
+        let mut counts: HashMap<String, DeliveryCounts> = HashMap::new();
+        for (run_id, status, n) in self.reads.status_counts(RUN_PARENT, run_ids).await? {
+            counts.entry(run_id).or_default().add(status, n);
+        }
+        Ok(counts)
+    }
+
+    /// Every outbox event of every kind and source, filtered, newest first.
+    pub async fn list(
+        &self,
+        viewer: Option<&Viewer>,
+        query: OutboxQuery,
+    ) -> Result<DeliveryPage, ServiceError> {
+        require(viewer, Permission::RunsRead)?;
+        let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+        if limit == 0 || limit > MAX_PAGE {
+            return Err(ServiceError::invalid(
+                "limit",
+                format!("must be 1 to {MAX_PAGE}"),
+            ));
+        }
+        let statuses = match non_empty(query.status) {
+            None => Vec::new(),
+            Some(value) => DeliveryFilter::parse(&value)
+                .ok_or_else(|| {
+                    ServiceError::invalid(
+                        "status",
+                        format!(
+                            "unknown state {value:?}; expected needs_attention or one of {}",
+                            DeliveryStatus::ALL.map(DeliveryStatus::as_str).join(", ")
+                        ),
+                    )
+                })?
+                .states(),
+        };
+        let (parent_type, parent_id) = match non_empty(query.parent) {
+            None => (None, None),
+            Some(value) => match value.split_once(':') {
+                Some((t, id)) if !t.is_empty() && !id.is_empty() => {
+                    (Some(t.to_string()), Some(id.to_string()))
+                }
+                _ => {
+                    return Err(ServiceError::invalid(
+                        "parent",
+                        "must be <parent type>:<parent id>, e.g. run:0193…",
+                    ))
+                }
+            },
+        };
+        let filter = EventFilter {
+            kind: non_empty(query.kind),
+            statuses,
+            source: non_empty(query.source),
+            parent_type,
+            parent_id,
+            before: non_empty(query.after)
+                .map(|cursor| parse_cursor(&cursor))
+                .transpose()?,
+            limit: limit + 1,
+        };
+        let mut events = self.reads.list_events(&filter).await?;
+        let next_cursor = if events.len() > limit as usize {
+            events.truncate(limit as usize);
+            events
+                .last()
+                .map(|e| format!("{}.{}", e.created_at, e.event_id))
+        } else {
+            None
+        };
+        Ok(DeliveryPage {
+            events: events.iter().map(view).collect(),
+            next_cursor,
+        })
+    }
+
+    /// The operators' audit trail, newest first. Operators and admins only.
+    pub async fn audit(
+        &self,
+        viewer: Option<&Viewer>,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<AuditPage, ServiceError> {
+        require(viewer, Permission::RunsWrite)?;
+        let limit = limit.clamp(1, MAX_PAGE);
+        let mut rows = self
+            .reads
+            .audit(non_empty(after).as_deref(), limit + 1)
+            .await?;
+        let next_cursor = if rows.len() > limit as usize {
+            rows.truncate(limit as usize);
+            rows.last().map(|r| r.id.clone())
+        } else {
+            None
+        };
+        Ok(AuditPage {
+            entries: rows
+                .into_iter()
+                .map(|r| AuditEntry {
+                    id: r.id,
+                    event_id: r.event_id,
+                    action: r.action,
+                    actor: r.actor,
+                    from_status: r.from_status,
+                    acknowledged_duplicate_risk: r.acknowledged_duplicate_risk,
+                    at: format_ms(r.at_ms),
+                })
+                .collect(),
+            next_cursor,
+        })
+    }
+
+    /// The one manual retry: needs `runs:write`; a compare-and-set on the state the
+    /// caller saw; `uncertain` needs the duplicate-risk acknowledgement; audited.
+    /// Never reruns the business run: only the event goes back to `pending`.
     pub async fn retry(
         &self,
         viewer: Option<&Viewer>,
         event_id: &str,
         request: RetryRequest,
-    ) -> Result<DeliverySummary, ServiceError> {
+    ) -> Result<DeliveryView, ServiceError> {
         let viewer = require(viewer, Permission::RunsWrite)?;
         let max_attempts = self
             .registry
@@ -102,7 +258,7 @@ impl DeliveryService {
                     .get_event(event_id)
                     .await?
                     .ok_or_else(|| ServiceError::NotFound(format!("delivery {event_id:?}")))?;
-                Ok(summary(event))
+                Ok(view(&event))
             }
             Err(RetryRefusal::NotFound(id)) => Err(ServiceError::NotFound(format!("delivery {id:?}"))),
             Err(RetryRefusal::UncertainNeedsAcknowledgement) => Err(ServiceError::invalid(
@@ -113,27 +269,129 @@ impl DeliveryService {
                 "expected_status",
                 format!("a {status} delivery cannot be retried; only failed, skipped and uncertain ones can"),
             )),
-            Err(refusal) => Err(ServiceError::Conflict(refusal.to_string())),
+            Err(refusal) => {
+                let message = refusal.to_string();
+                let current = match refusal {
+                    RetryRefusal::StatusChanged { current, .. } => DeliveryStatus::parse(&current),
+                    _ => None,
+                };
+                Err(match current {
+                    Some(current) => ServiceError::DeliveryChanged { current, message },
+                    None => ServiceError::Conflict(message),
+                })
+            }
         }
     }
 }
 
-fn summary(event: EventRecord) -> DeliverySummary {
-    DeliverySummary {
-        event_id: event.event_id,
-        kind: event.kind,
+fn non_empty(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.trim().is_empty())
+}
+
+/// `<created_at>.<event_id>`, as [`DeliveryService::list`] hands it out.
+fn parse_cursor(cursor: &str) -> Result<(i64, String), ServiceError> {
+    cursor
+        .split_once('.')
+        .and_then(|(at, id)| Some((at.parse::<i64>().ok()?, id.to_string())))
+        .filter(|(_, id)| !id.is_empty())
+        .ok_or_else(|| ServiceError::invalid("after", "is not a cursor this listing handed out"))
+}
+
+/// What a payload says about where it goes, reduced to what every reader may see:
+/// the channel and the destination's origin (never its path, query or secret reference).
+fn destination(payload: &str) -> (Option<String>, Option<String>) {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(payload) else {
+        return (None, None);
+    };
+    let origin = value
+        .get("url")
+        .and_then(|u| u.as_str())
+        .and_then(|u| url::Url::parse(u).ok())
+        .map(|u| u.origin().ascii_serialization())
+        .filter(|o| o != "null");
+    let channel = value
+        .get("channel")
+        .and_then(|c| c.as_str())
+        .map(str::to_string)
+        .or_else(|| origin.as_ref().map(|_| "webhook".to_string()));
+    (channel, origin)
+}
+
+/// An event as every reader may see it: no payload.
+pub fn view(event: &EventRecord) -> DeliveryView {
+    let (channel, destination) = destination(&event.payload);
+    DeliveryView {
+        event_id: event.event_id.clone(),
+        kind: event.kind.clone(),
+        source: event.source.clone(),
+        parent_type: event.parent_type.clone(),
+        parent_id: event.parent_id.clone(),
+        channel,
+        destination,
         status: event.status,
         attempts: event.attempts,
         cycle: event.cycle,
         cycle_attempts: event.cycle_attempts,
+        max_attempts: event.max_attempts,
         last_status_code: event.last_status_code,
-        last_error: event.last_error,
-        next_attempt_at: format_ms(event.next_attempt_at),
+        last_error: event.last_error.clone(),
+        next_attempt_at: (event.status == DeliveryStatus::Pending)
+            .then(|| format_ms(event.next_attempt_at)),
         created_at: format_ms(event.created_at),
         updated_at: format_ms(event.updated_at),
         completed_at: event.completed_at.map(format_ms),
         failed_at: event.failed_at.map(format_ms),
         uncertain_at: event.uncertain_at.map(format_ms),
-        dead_letter_id: event.dead_letter_id,
+        dead_letter_id: event.dead_letter_id.clone(),
+    }
+}
+
+fn attempt_view(attempt: &AttemptRecord) -> AttemptView {
+    AttemptView {
+        attempt: attempt.attempt,
+        cycle: attempt.cycle,
+        started_at: format_ms(attempt.started_at),
+        duration_ms: (attempt.finished_at - attempt.started_at).max(0),
+        outcome: attempt.outcome.clone(),
+        status_code: attempt.status_code,
+        error: attempt.error.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destinations_show_only_channel_and_origin() {
+        let webhook = r#"{"url":"https://hooks.example.com:8443/secret/path?token=abc","body":{},"secret_ref":"env:SECRET"}"#;
+        assert_eq!(
+            destination(webhook),
+            (
+                Some("webhook".into()),
+                Some("https://hooks.example.com:8443".into())
+            )
+        );
+        let chat = r#"{"channel":"chat","url":"https://chat.example.com/robot?key=k","text":"hi"}"#;
+        assert_eq!(
+            destination(chat),
+            (Some("chat".into()), Some("https://chat.example.com".into()))
+        );
+        assert_eq!(destination(r#"{"record":"x"}"#), (None, None));
+        assert_eq!(destination("not json"), (None, None));
+    }
+
+    #[test]
+    fn cursors_round_trip_and_bad_ones_name_the_parameter() {
+        assert_eq!(
+            parse_cursor("1700000000000.callback_a.b").unwrap(),
+            (1_700_000_000_000, "callback_a.b".to_string())
+        );
+        for bad in ["", "x.y", "12.", "12"] {
+            match parse_cursor(bad) {
+                Err(ServiceError::Invalid { field, .. }) => assert_eq!(field, "after"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 }

@@ -24,6 +24,12 @@ pub enum ServiceError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// A compare-and-set lost: the delivery is no longer in the state the caller saw.
+    #[error("{message}")]
+    DeliveryChanged {
+        current: app::dto::DeliveryStatus,
+        message: String,
+    },
     #[error("the run is {}; it cannot move to {}", .current.as_str(), .requested.as_str())]
     IllegalTransition {
         current: app::dto::RunStatus,

@@ -2,9 +2,12 @@
 
 use std::sync::Arc;
 
-use app::dto::{Permission, RunPage, RunQuery, RunStatus, RunSummary, Viewer};
+use app::dto::{
+    DeliveryCounts, Permission, RunFacts, RunPage, RunQuery, RunStatus, RunSummary, Viewer,
+};
 use serde::{Deserialize, Serialize};
 
+use super::deliveries::DeliveryService;
 use super::{format_ms, require, ServiceError};
 use crate::notifications::NotificationPlanner;
 use crate::outbox::Outbox;
@@ -73,6 +76,7 @@ pub struct RunService {
     repo: Arc<dyn RunRepository>,
     outbox: Outbox,
     planner: Arc<NotificationPlanner>,
+    deliveries: DeliveryService,
     max_result_bytes: usize,
 }
 
@@ -83,12 +87,14 @@ impl RunService {
         repo: Arc<dyn RunRepository>,
         outbox: Outbox,
         planner: Arc<NotificationPlanner>,
+        deliveries: DeliveryService,
         max_result_bytes: usize,
     ) -> Self {
         RunService {
             repo,
             outbox,
             planner,
+            deliveries,
             max_result_bytes,
         }
     }
@@ -197,6 +203,37 @@ impl RunService {
         Ok(detail(run, viewer))
     }
 
+    /// A run with its deliveries and their attempt timelines, redacted for the viewer.
+    pub async fn view(
+        &self,
+        viewer: Option<&Viewer>,
+        id: &str,
+    ) -> Result<app::dto::RunView, ServiceError> {
+        let run = self.get(viewer, id).await?;
+        let deliveries = self.deliveries.details_for_run(viewer, id).await?;
+        Ok(app::dto::RunView {
+            run: RunFacts {
+                result: run
+                    .result
+                    .as_ref()
+                    .map(|r| serde_json::to_string_pretty(r).unwrap_or_default()),
+                id: run.id,
+                run_type: run.run_type,
+                tenant: run.tenant,
+                status: run.status,
+                callback_origin: run.callback_origin,
+                callback_url: run.callback_url,
+                routes: run.routes,
+                transition_seq: run.transition_seq,
+                created_at: run.created_at,
+                updated_at: run.updated_at,
+            },
+            deliveries,
+        })
+    }
+
+    /// One page of runs, newest first, each with its deliveries counted by state
+    /// (one grouped query for the whole page).
     pub async fn list(
         &self,
         viewer: Option<&Viewer>,
@@ -204,9 +241,25 @@ impl RunService {
     ) -> Result<RunPage, ServiceError> {
         require(viewer, Permission::RunsRead)?;
         let limit = query.effective_limit();
+        let created_from_ms = query
+            .created_from
+            .as_deref()
+            .filter(|v| !v.is_empty())
+            .map(|v| parse_instant("created_from", v, false))
+            .transpose()?;
+        let created_to_ms = query
+            .created_to
+            .as_deref()
+            .filter(|v| !v.is_empty())
+            .map(|v| parse_instant("created_to", v, true))
+            .transpose()?;
         let filter = RunFilter {
             run_type: query.run_type.filter(|t| !t.is_empty()),
             status: query.status,
+            tenant: query.tenant.filter(|t| !t.is_empty()),
+            delivery_states: query.delivery.map(|d| d.states()).unwrap_or_default(),
+            created_from_ms,
+            created_to_ms,
             before_id: query.after.filter(|a| !a.is_empty()),
             limit: limit + 1,
         };
@@ -217,12 +270,48 @@ impl RunService {
         } else {
             None
         };
+        let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
+        let mut counts = self.deliveries.counts_for_runs(&ids).await?;
         Ok(RunPage {
-            runs: runs.into_iter().map(summary).collect(),
+            runs: runs
+                .into_iter()
+                .map(|run| {
+                    let deliveries = counts.remove(&run.id).unwrap_or_default();
+                    summary(run, deliveries)
+                })
+                .collect(),
             next_cursor,
             run_types: self.repo.run_types().await?,
         })
     }
+}
+
+/// Epoch milliseconds of an RFC 3339 instant or a `YYYY-MM-DD` day (UTC); with
+/// `end_of_day`, a day means the instant its next day starts.
+fn parse_instant(field: &'static str, value: &str, end_of_day: bool) -> Result<i64, ServiceError> {
+    use time::format_description::well_known::Rfc3339;
+    let value = value.trim();
+    let instant = if let Ok(t) = time::OffsetDateTime::parse(value, &Rfc3339) {
+        t
+    } else {
+        let day = time::Date::parse(
+            value,
+            time::macros::format_description!("[year]-[month]-[day]"),
+        )
+        .map_err(|_| {
+            ServiceError::invalid(
+                field,
+                format!("{value:?} is not a date (YYYY-MM-DD) or an RFC 3339 time"),
+            )
+        })?;
+        let day = if end_of_day {
+            day.next_day().unwrap_or(day)
+        } else {
+            day
+        };
+        day.midnight().assume_utc()
+    };
+    Ok((instant.unix_timestamp_nanos() / 1_000_000) as i64)
 }
 
 fn validate_new_run(input: CreateRun) -> Result<NewRun, ServiceError> {
@@ -315,8 +404,9 @@ fn origin(url: &str) -> Option<String> {
         .map(|u| u.origin().ascii_serialization())
 }
 
-fn summary(run: Run) -> RunSummary {
+fn summary(run: Run, deliveries: DeliveryCounts) -> RunSummary {
     RunSummary {
+        deliveries,
         callback_origin: run.callback_url.as_deref().and_then(origin),
         id: run.id,
         run_type: run.run_type,
@@ -408,6 +498,29 @@ mod tests {
             ok.callback_url.as_deref(),
             Some("https://hooks.example.com/x?k=1")
         );
+    }
+
+    #[test]
+    fn instants_are_days_or_rfc3339() {
+        assert_eq!(
+            parse_instant("created_from", "2026-11-30", false).unwrap(),
+            1_795_996_800_000
+        );
+        assert_eq!(
+            parse_instant("created_to", "2026-11-30", true).unwrap(),
+            1_795_996_800_000 + 86_400_000
+        );
+        assert_eq!(
+            parse_instant("created_from", "2026-11-30T00:00:01Z", false).unwrap(),
+            1_795_996_801_000
+        );
+        match parse_instant("created_to", "yesterday", true) {
+            Err(ServiceError::Invalid { field, message }) => {
+                assert_eq!(field, "created_to");
+                assert!(message.contains("yesterday"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

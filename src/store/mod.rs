@@ -2,6 +2,7 @@
 //! SQLite, PostgreSQL and MySQL/MariaDB engines. Engine differences live in
 //! [`engine`]; everything else is written once.
 
+mod deliveries;
 pub mod engine;
 mod outbox;
 pub mod ports;

@@ -19,7 +19,7 @@ use crate::outbox::model::{
     FailedEvent, NewEvent, OutboxStats, RetryRefusal, Settle, Settlement, StatsRow,
 };
 
-const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
+pub(super) const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
      status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, lease_token, lease_holder, \
      lease_expires_at, last_error, last_status_code, created_at, updated_at, completed_at, failed_at, \
      alerted_at, uncertain_at, dead_letter_id";
@@ -40,7 +40,7 @@ const CLAIM_COLUMNS: &str =
 /// The fence every worker write carries.
 const FENCE: &str = "lease_token = ? AND status = 'processing' AND lease_expires_at > ";
 
-fn event_from_row(row: &AnyRow) -> Result<EventRecord, StoreError> {
+pub(super) fn event_from_row(row: &AnyRow) -> Result<EventRecord, StoreError> {
     let status = text(row, "status")?;
     Ok(EventRecord {
         event_id: text(row, "event_id")?,
@@ -69,6 +69,19 @@ fn event_from_row(row: &AnyRow) -> Result<EventRecord, StoreError> {
         alerted_at: opt_int(row, "alerted_at")?,
         uncertain_at: opt_int(row, "uncertain_at")?,
         dead_letter_id: opt_text(row, "dead_letter_id")?,
+    })
+}
+
+pub(super) fn attempt_from_row(r: &AnyRow) -> Result<AttemptRecord, StoreError> {
+    Ok(AttemptRecord {
+        attempt: int(r, "attempt")?,
+        cycle: int(r, "cycle")?,
+        started_at: int(r, "started_at")?,
+        finished_at: int(r, "finished_at")?,
+        outcome: text(r, "outcome")?,
+        status_code: opt_int(r, "status_code")?,
+        error: opt_text(r, "error")?,
+        worker: text(r, "worker")?,
     })
 }
 
@@ -695,20 +708,7 @@ impl OutboxStore for SqlStore {
         .bind(event_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(AttemptRecord {
-                    attempt: int(r, "attempt")?,
-                    cycle: int(r, "cycle")?,
-                    started_at: int(r, "started_at")?,
-                    finished_at: int(r, "finished_at")?,
-                    outcome: text(r, "outcome")?,
-                    status_code: opt_int(r, "status_code")?,
-                    error: opt_text(r, "error")?,
-                    worker: text(r, "worker")?,
-                })
-            })
-            .collect()
+        rows.iter().map(attempt_from_row).collect()
     }
 
     async fn dead_letter_count(&self, event_id: &str) -> Result<i64, StoreError> {

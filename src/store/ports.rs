@@ -57,6 +57,13 @@ pub struct NewRun {
 pub struct RunFilter {
     pub run_type: Option<String>,
     pub status: Option<RunStatus>,
+    pub tenant: Option<String>,
+    /// Only runs with at least one outbox event in one of these states.
+    pub delivery_states: Vec<app::dto::DeliveryStatus>,
+    /// `created_at >= created_from_ms`.
+    pub created_from_ms: Option<i64>,
+    /// `created_at < created_to_ms`.
+    pub created_to_ms: Option<i64>,
     /// Only runs whose id sorts before this one (keyset pagination, newest first).
     pub before_id: Option<String>,
     pub limit: u32,
@@ -211,4 +218,58 @@ pub trait OutboxStore: Send + Sync {
     ) -> Result<Vec<crate::outbox::model::AttemptRecord>, StoreError>;
     async fn dead_letter_count(&self, event_id: &str) -> Result<i64, StoreError>;
     async fn stats(&self) -> Result<crate::outbox::model::OutboxStats, StoreError>;
+}
+
+/// Filters of the outbox listing (any kind, any source).
+#[derive(Clone, Debug, Default)]
+pub struct EventFilter {
+    pub kind: Option<String>,
+    /// Any of these states (empty: every state).
+    pub statuses: Vec<app::dto::DeliveryStatus>,
+    pub source: Option<String>,
+    pub parent_type: Option<String>,
+    pub parent_id: Option<String>,
+    /// Keyset cursor: only events before `(created_at, event_id)`, newest first.
+    pub before: Option<(i64, String)>,
+    pub limit: u32,
+}
+
+/// One row of the operators' audit trail.
+#[derive(Clone, Debug)]
+pub struct AuditRecord {
+    pub id: String,
+    pub event_id: String,
+    pub action: String,
+    pub actor: String,
+    pub from_status: String,
+    pub acknowledged_duplicate_risk: bool,
+    pub at_ms: i64,
+}
+
+/// Read-only queries the console and the admin API make of the outbox. Every one is
+/// a single statement, whatever the number of rows it covers.
+#[async_trait]
+pub trait DeliveryReads: Send + Sync {
+    /// `(parent_id, status, count)` for every event of these parents: one grouped query.
+    async fn status_counts(
+        &self,
+        parent_type: &str,
+        parent_ids: &[String],
+    ) -> Result<Vec<(String, app::dto::DeliveryStatus, i64)>, StoreError>;
+    /// Events matching `filter`, newest first.
+    async fn list_events(
+        &self,
+        filter: &EventFilter,
+    ) -> Result<Vec<crate::outbox::model::EventRecord>, StoreError>;
+    /// The attempt logs of several events, as `(event_id, attempt)` in attempt order.
+    async fn attempts_of(
+        &self,
+        event_ids: &[String],
+    ) -> Result<Vec<(String, crate::outbox::model::AttemptRecord)>, StoreError>;
+    /// Audit rows, newest first, before the `id` cursor (ids are UUIDv7: time-ordered).
+    async fn audit(
+        &self,
+        before_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<AuditRecord>, StoreError>;
 }

@@ -4,6 +4,7 @@ use app::dto::RunStatus;
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
 
+use super::engine::placeholders;
 use super::ports::{NewRun, Run, RunFilter, RunRepository, WriteTx};
 use super::row::{int, opt_text, text};
 use super::{SqlStore, StoreError};
@@ -38,6 +39,29 @@ impl RunRepository for SqlStore {
             "INSERT INTO runs (id, run_type, tenant, status, callback_url, routes, transition_seq, created_at, updated_at) \
              VALUES (?, ?, ?, ?, ?, ?, 0, {now}, {now})"
         );
+        // The run and its type commit together, so the type list (the console's
+        // filter) never needs to scan the runs. A known type is only read, so runs of
+        // one type do not queue on its row lock.
+        let mut tx = self.pool.begin_with(self.engine.begin_write()).await?;
+        let known = sqlx::query(
+            &self
+                .engine
+                .sql("SELECT run_type FROM run_types WHERE run_type = ?"),
+        )
+        .bind(&run.run_type)
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some();
+        if !known {
+            let type_sql = format!(
+                "INSERT INTO run_types (run_type) VALUES (?) {}",
+                self.engine.insert_if_absent_tail("run_type")
+            );
+            sqlx::query(&self.engine.sql(&type_sql))
+                .bind(&run.run_type)
+                .execute(&mut *tx)
+                .await?;
+        }
         sqlx::query(&self.engine.sql(&sql))
             .bind(&id)
             .bind(&run.run_type)
@@ -45,8 +69,9 @@ impl RunRepository for SqlStore {
             .bind(RunStatus::Queued.as_str())
             .bind(&run.callback_url)
             .bind(serde_json::to_string(&run.routes).unwrap_or_else(|_| "[]".into()))
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+        tx.commit().await?;
         self.get_run(&id)
             .await?
             .ok_or_else(|| StoreError::Corrupt("created run vanished".into()))
@@ -62,32 +87,59 @@ impl RunRepository for SqlStore {
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>, StoreError> {
+        enum Arg<'a> {
+            Text(&'a str),
+            Int(i64),
+        }
         let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE 1 = 1");
-        let mut binds: Vec<&str> = Vec::new();
+        let mut binds: Vec<Arg> = Vec::new();
         if let Some(run_type) = &filter.run_type {
             sql.push_str(" AND run_type = ?");
-            binds.push(run_type);
+            binds.push(Arg::Text(run_type));
         }
         if let Some(status) = filter.status {
             sql.push_str(" AND status = ?");
-            binds.push(status.as_str());
+            binds.push(Arg::Text(status.as_str()));
+        }
+        if let Some(tenant) = &filter.tenant {
+            sql.push_str(" AND tenant = ?");
+            binds.push(Arg::Text(tenant));
+        }
+        if let Some(from) = filter.created_from_ms {
+            sql.push_str(" AND created_at >= ?");
+            binds.push(Arg::Int(from));
+        }
+        if let Some(to) = filter.created_to_ms {
+            sql.push_str(" AND created_at < ?");
+            binds.push(Arg::Int(to));
+        }
+        if !filter.delivery_states.is_empty() {
+            sql.push_str(&format!(
+                " AND EXISTS (SELECT 1 FROM outbox_events e WHERE e.parent_type = 'run' \
+                 AND e.parent_id = runs.id AND e.status IN ({}))",
+                placeholders(filter.delivery_states.len())
+            ));
+            binds.extend(filter.delivery_states.iter().map(|s| Arg::Text(s.as_str())));
         }
         if let Some(before) = &filter.before_id {
             sql.push_str(" AND id < ?");
-            binds.push(before);
+            binds.push(Arg::Text(before));
         }
         sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", filter.limit));
         let sql = self.engine.sql(&sql);
         let mut query = sqlx::query(&sql);
         for value in binds {
-            query = query.bind(value);
+            query = match value {
+                Arg::Text(text) => query.bind(text),
+                Arg::Int(int) => query.bind(int),
+            };
         }
         let rows = query.fetch_all(&self.pool).await?;
         rows.iter().map(run_from_row).collect()
     }
 
     async fn run_types(&self) -> Result<Vec<String>, StoreError> {
-        let rows = sqlx::query("SELECT DISTINCT run_type FROM runs ORDER BY run_type LIMIT 500")
+        let rows = sqlx::query("SELECT run_type FROM run_types ORDER BY run_type LIMIT 500")
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(|row| text(row, "run_type")).collect()

@@ -6,6 +6,8 @@ mod support;
 
 mod claim_faults;
 mod cli;
+mod console_contract;
+mod console_http;
 mod crash;
 mod handler_crash;
 mod http_api;

@@ -27,7 +27,7 @@ crate::contract_tests!(
     a_claim_of_expired_and_pending_events_hands_each_out_once,
 );
 
-fn event(id: &str) -> NewEvent {
+pub(crate) fn event(id: &str) -> NewEvent {
     NewEvent {
         event_id: id.to_string(),
         source: Source::Jobs,
@@ -41,7 +41,7 @@ fn event(id: &str) -> NewEvent {
     }
 }
 
-fn claim_request(limit: u32, lease_ms: i64) -> ClaimRequest {
+pub(crate) fn claim_request(limit: u32, lease_ms: i64) -> ClaimRequest {
     ClaimRequest {
         lease_token: uuid::Uuid::new_v4().simple().to_string(),
         holder: "test-worker".into(),
@@ -52,7 +52,7 @@ fn claim_request(limit: u32, lease_ms: i64) -> ClaimRequest {
     }
 }
 
-fn settlement(event: &ClaimedEvent, settle: Settle) -> Settlement {
+pub(crate) fn settlement(event: &ClaimedEvent, settle: Settle) -> Settlement {
     Settlement {
         event_id: event.event_id.clone(),
         kind: event.kind.clone(),
@@ -69,7 +69,7 @@ fn settlement(event: &ClaimedEvent, settle: Settle) -> Settlement {
     }
 }
 
-async fn enqueue(store: &SqlStore, events: &[NewEvent]) {
+pub(crate) async fn enqueue(store: &SqlStore, events: &[NewEvent]) {
     let mut tx = store.begin_write().await.unwrap();
     for e in events {
         store.enqueue_in(&mut tx, e).await.unwrap();
@@ -87,7 +87,7 @@ async fn status(store: &SqlStore, id: &str) -> DeliveryStatus {
 }
 
 /// Claims with retries: MySQL/Galera may answer a claim race with a deadlock error.
-async fn claim(store: &SqlStore, request: &ClaimRequest) -> Vec<ClaimedEvent> {
+pub(crate) async fn claim(store: &SqlStore, request: &ClaimRequest) -> Vec<ClaimedEvent> {
     for _ in 0..20 {
         match store.claim(request).await {
             Ok(events) => return events,
@@ -99,7 +99,7 @@ async fn claim(store: &SqlStore, request: &ClaimRequest) -> Vec<ClaimedEvent> {
 
 /// Settles as the worker does: a lost commit race (MySQL deadlock 1213, Galera
 /// certification failure) rolled everything back, so the whole batch is retried.
-async fn settle_retrying(store: &SqlStore, batch: &[Settlement]) -> Vec<bool> {
+pub(crate) async fn settle_retrying(store: &SqlStore, batch: &[Settlement]) -> Vec<bool> {
     for _ in 0..20 {
         match store.settle(batch).await {
             Ok(accepted) => return accepted,

@@ -1,14 +1,16 @@
 //! The console's document shell, router and shared chrome.
 
+mod audit;
 mod login;
+mod run;
 mod runs;
 
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Title};
 use leptos_router::components::{Route, Router, Routes, A};
-use leptos_router::path;
+use leptos_router::{path, SsrMode};
 
-use crate::api::current_viewer;
+use crate::api::{current_viewer, Failure};
 use crate::dto::Viewer;
 
 /// The HTML document the server renders around the app.
@@ -46,21 +48,79 @@ pub fn App() -> impl IntoView {
             <Routes fallback=NotFound>
                 <Route path=path!("/login") view=login::LoginPage />
                 <Route path=path!("/runs") view=runs::RunsPage />
+                <Route path=path!("/runs/:id") view=run::RunPage ssr=SsrMode::Async />
+                <Route path=path!("/audit") view=audit::AuditPage ssr=SsrMode::Async />
             </Routes>
         </Router>
     }
 }
 
+/// Sets the HTTP status of the page being rendered on the server.
+fn set_status(status: u16) {
+    #[cfg(feature = "ssr")]
+    if let (Some(options), Ok(code)) = (
+        use_context::<leptos_axum::ResponseOptions>(),
+        http::StatusCode::from_u16(status),
+    ) {
+        options.set_status(code);
+    }
+    #[cfg(not(feature = "ssr"))]
+    let _ = status;
+}
+
 #[component]
 fn NotFound() -> impl IntoView {
+    set_status(404);
     view! {
+        <Title text="Page not found · Herald" />
+        <TopBar />
         <main class="page narrow">
-            <div class="panel state">
+            <div class="panel state" data-testid="not-found">
+                <p class="state-code">"404"</p>
                 <h1>"Page not found"</h1>
-                <p>"There is nothing at this address."</p>
-                <A href="/runs">"Go to Runs"</A>
+                <p class="muted">"There is nothing at this address. It may have moved, or the link may be mistyped."</p>
+                <a href="/runs" class="button">"Go to Runs"</a>
             </div>
         </main>
+    }
+}
+
+/// A failed load, designed by its status: not found, not allowed, or a server error.
+#[component]
+fn ErrorPanel(
+    failure: Failure,
+    /// What could not be loaded, e.g. "Runs could not be loaded".
+    what: &'static str,
+    /// Where "Try again" goes.
+    retry: String,
+) -> impl IntoView {
+    set_status(failure.status);
+    let (code, title, advice) = match failure.status {
+        401 => ("401", "Sign in to continue", "Your session has ended."),
+        403 => (
+            "403",
+            "You do not have access to this page",
+            "Your role does not include the permission it needs. Ask an admin if you need it.",
+        ),
+        404 => ("404", "Not found", "It may have been removed, or the link may be mistyped."),
+        400 => ("400", what, "The request was not understood."),
+        _ => (
+            "500",
+            "Something went wrong",
+            "The server could not answer. Try again in a moment; if it keeps failing, check the server's log.",
+        ),
+    };
+    view! {
+        <div class="panel state error" role="alert" data-testid="error-state" data-status=failure.status>
+            <p class="state-code">{code}</p>
+            <h2>{title}</h2>
+            <p>{advice}</p>
+            <p class="muted small">{failure.message}</p>
+            <p class="actions">
+                <a href=retry rel="external" class="button">"Try again"</a>
+                <a href="/runs" class="button">"Go to Runs"</a>
+            </p>
+        </div>
     }
 }
 
@@ -74,8 +134,9 @@ fn TopBar() -> impl IntoView {
                 <span class="brand-mark" aria-hidden="true">"◆"</span>
                 "Herald"
             </a>
-            <nav>
+            <nav aria-label="Main">
                 <A href="/runs">"Runs"</A>
+                <A href="/audit">"Audit"</A>
             </nav>
             <div class="who">
                 <Suspense fallback=|| ()>

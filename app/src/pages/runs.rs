@@ -1,5 +1,6 @@
-//! The Runs page: every run, filtered by type and status, newest first, paged by
-//! keyset cursor. Filters live in the URL, so a view can be bookmarked and shared;
+//! The Runs page: every run with its deliveries counted by state, filtered by type,
+//! status, delivery state, tenant and creation time, newest first, paged by keyset
+//! cursor. Filters live in the URL, so a view can be bookmarked and shared;
 //! after hydration they change without a full reload.
 
 use leptos::prelude::*;
@@ -7,31 +8,39 @@ use leptos_meta::Title;
 use leptos_router::hooks::{use_navigate, use_query_map};
 use leptos_router::NavigateOptions;
 
-use super::TopBar;
-use crate::api::list_runs;
-use crate::dto::{RunPage, RunStatus, RunSummary};
+use leptos_router::components::Form;
+
+use super::{ErrorPanel, TopBar};
+use crate::api::{list_runs, Failure};
+use crate::dto::{DeliveryCounts, DeliveryFilter, DeliveryStatus, RunPage, RunStatus, RunSummary};
 
 /// The filters and cursor the URL holds.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Filters {
     run_type: Option<String>,
     status: Option<String>,
+    delivery: Option<String>,
+    tenant: Option<String>,
+    created_from: Option<String>,
+    created_to: Option<String>,
     after: Option<String>,
 }
 
 impl Filters {
     /// The URL of this view.
     fn href(&self) -> String {
-        let mut params = Vec::new();
-        if let Some(t) = &self.run_type {
-            params.push(format!("type={}", encode(t)));
-        }
-        if let Some(s) = &self.status {
-            params.push(format!("status={}", encode(s)));
-        }
-        if let Some(a) = &self.after {
-            params.push(format!("after={}", encode(a)));
-        }
+        let params: Vec<String> = [
+            ("type", &self.run_type),
+            ("status", &self.status),
+            ("delivery", &self.delivery),
+            ("tenant", &self.tenant),
+            ("from", &self.created_from),
+            ("to", &self.created_to),
+            ("after", &self.after),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| value.as_ref().map(|v| format!("{key}={}", encode(v))))
+        .collect();
         if params.is_empty() {
             "/runs".to_string()
         } else {
@@ -41,14 +50,19 @@ impl Filters {
 
     fn with_status(&self, status: Option<&str>) -> Filters {
         Filters {
-            run_type: self.run_type.clone(),
             status: status.map(str::to_string),
             after: None,
+            ..self.clone()
         }
     }
 
     fn is_filtered(&self) -> bool {
-        self.run_type.is_some() || self.status.is_some()
+        self.run_type.is_some()
+            || self.status.is_some()
+            || self.delivery.is_some()
+            || self.tenant.is_some()
+            || self.created_from.is_some()
+            || self.created_to.is_some()
     }
 }
 
@@ -74,13 +88,27 @@ pub fn RunsPage() -> impl IntoView {
             Filters {
                 run_type: get("type"),
                 status: get("status"),
+                delivery: get("delivery"),
+                tenant: get("tenant"),
+                created_from: get("from"),
+                created_to: get("to"),
                 after: get("after"),
             }
         })
     });
     let page = Resource::new(
         move || filters.get(),
-        |f| list_runs(f.run_type, f.status, f.after),
+        |f| {
+            list_runs(
+                f.run_type,
+                f.status,
+                f.tenant,
+                f.delivery,
+                f.created_from,
+                f.created_to,
+                f.after,
+            )
+        },
     );
 
     view! {
@@ -91,7 +119,7 @@ pub fn RunsPage() -> impl IntoView {
                 <div>
                     <h1>"Runs"</h1>
                     <p class="muted">
-                        "Business runs recorded through Herald, newest first."
+                        "Business runs recorded through Herald, newest first, with the state of their notifications."
                     </p>
                 </div>
             </div>
@@ -99,7 +127,7 @@ pub fn RunsPage() -> impl IntoView {
                 {move || Suspend::new(async move {
                     match page.await {
                         Ok(page) => view! { <RunsView page filters=filters.get_untracked() /> }.into_any(),
-                        Err(err) => view! { <LoadError message=err.to_string() filters=filters.get_untracked() /> }.into_any(),
+                        Err(failure) => view! { <LoadError failure filters=filters.get_untracked() /> }.into_any(),
                     }
                 })}
             </Transition>
@@ -147,13 +175,25 @@ fn RunsView(page: RunPage, filters: Filters) -> impl IntoView {
 fn FilterBar(filters: Filters, run_types: Vec<String>) -> impl IntoView {
     let navigate = use_navigate();
     let current_type = filters.run_type.clone().unwrap_or_default();
+    let current_delivery = filters.delivery.clone().unwrap_or_default();
     let base = filters.clone();
+    let nav = navigate.clone();
     let on_type = move |ev: leptos::ev::Event| {
         let value = event_target_value(&ev);
         let next = Filters {
             run_type: (!value.is_empty()).then_some(value),
-            status: base.status.clone(),
             after: None,
+            ..base.clone()
+        };
+        nav(&next.href(), NavigateOptions::default());
+    };
+    let base = filters.clone();
+    let on_delivery = move |ev: leptos::ev::Event| {
+        let value = event_target_value(&ev);
+        let next = Filters {
+            delivery: (!value.is_empty()).then_some(value),
+            after: None,
+            ..base.clone()
         };
         navigate(&next.href(), NavigateOptions::default());
     };
@@ -172,6 +212,22 @@ fn FilterBar(filters: Filters, run_types: Vec<String>) -> impl IntoView {
             }
         })
         .collect_view();
+    let delivery_options = std::iter::once((DeliveryFilter::NEEDS_ATTENTION, "Needs attention"))
+        .chain(
+            DeliveryStatus::ALL
+                .into_iter()
+                .map(|s| (s.as_str(), s.label())),
+        )
+        .map(|(value, label)| {
+            let selected = value == current_delivery;
+            view! { <option value=value selected=selected>{label}</option> }
+        })
+        .collect_view();
+    let hidden = |name: &'static str, value: &Option<String>| {
+        value
+            .clone()
+            .map(|value| view! { <input type="hidden" name=name value=value /> })
+    };
     view! {
         <div class="filters panel">
             <label class="field">
@@ -187,7 +243,37 @@ fn FilterBar(filters: Filters, run_types: Vec<String>) -> impl IntoView {
                         .collect_view()}
                 </select>
             </label>
+            <label class="field">
+                <span>"Deliveries"</span>
+                <select data-testid="delivery-filter" on:change=on_delivery prop:value=current_delivery.clone()>
+                    <option value="" selected=current_delivery.is_empty()>"Any state"</option>
+                    {delivery_options}
+                </select>
+            </label>
             <div class="chips" role="group" aria-label="Status">{chips}</div>
+            <Form method="GET" action="/runs">
+                <div class="filter-form">
+                    {hidden("type", &filters.run_type)}
+                    {hidden("status", &filters.status)}
+                    {hidden("delivery", &filters.delivery)}
+                    <label class="field">
+                        <span>"Tenant"</span>
+                        <input name="tenant" data-testid="tenant-filter" size="12"
+                            value=filters.tenant.clone().unwrap_or_default() />
+                    </label>
+                    <label class="field">
+                        <span>"Created from"</span>
+                        <input type="date" name="from" data-testid="from-filter"
+                            value=filters.created_from.clone().unwrap_or_default() />
+                    </label>
+                    <label class="field">
+                        <span>"to"</span>
+                        <input type="date" name="to" data-testid="to-filter"
+                            value=filters.created_to.clone().unwrap_or_default() />
+                    </label>
+                    <button type="submit" class="button" data-testid="apply-filters">"Apply"</button>
+                </div>
+            </Form>
         </div>
     }
 }
@@ -203,6 +289,7 @@ fn RunsTable(runs: Vec<RunSummary>) -> impl IntoView {
                         <th>"Type"</th>
                         <th>"Tenant"</th>
                         <th>"Status"</th>
+                        <th>"Deliveries"</th>
                         <th>"Callback"</th>
                         <th>"Created"</th>
                         <th>"Updated"</th>
@@ -221,7 +308,9 @@ fn RunRow(run: RunSummary) -> impl IntoView {
     let status = run.status.as_str();
     view! {
         <tr data-testid="run-row" data-run-id=run.id.clone()>
-            <td class="mono" title=run.id.clone()>{short_id(&run.id)}</td>
+            <td class="mono" title=run.id.clone()>
+                <a href=format!("/runs/{}", run.id) data-testid="run-link">{short_id(&run.id)}</a>
+            </td>
             <td data-testid="run-type">{run.run_type}</td>
             <td>{run.tenant}</td>
             <td>
@@ -229,6 +318,7 @@ fn RunRow(run: RunSummary) -> impl IntoView {
                     {run.status.label()}
                 </span>
             </td>
+            <td><DeliverySummary counts=run.deliveries /></td>
             <td class="muted">{run.callback_origin.unwrap_or_else(|| "—".into())}</td>
             <td class="time" title=run.created_at.clone()>{display_time(&run.created_at)}</td>
             <td class="time" title=run.updated_at.clone()>{display_time(&run.updated_at)}</td>
@@ -236,15 +326,52 @@ fn RunRow(run: RunSummary) -> impl IntoView {
     }
 }
 
+/// A run's deliveries: the worst state as a badge, then the counts by state.
+#[component]
+fn DeliverySummary(counts: DeliveryCounts) -> impl IntoView {
+    if counts.total() == 0 {
+        return view! { <span class="muted" data-testid="delivery-summary">"none"</span> }
+            .into_any();
+    }
+    let worst = counts.worst.unwrap_or(DeliveryStatus::Completed);
+    let parts: Vec<(i64, &'static str, &'static str)> = vec![
+        (counts.completed, "completed", "done"),
+        (counts.in_flight, "in-flight", "in flight"),
+        (counts.failed, "failed", "failed"),
+        (counts.uncertain, "uncertain", "uncertain"),
+        (counts.skipped, "skipped", "skipped"),
+    ];
+    let counts_view = parts
+        .into_iter()
+        .filter(|(n, _, _)| *n > 0)
+        .map(|(n, class, label)| {
+            view! {
+                <span class=format!("count count-{class}") data-testid=format!("count-{class}")>
+                    {n} " " {label}
+                </span>
+            }
+        })
+        .collect_view();
+    view! {
+        <span class="delivery-summary" data-testid="delivery-summary">
+            <span class=format!("badge delivery-{}", worst.as_str()) data-testid="delivery-worst">
+                {worst.label()}
+            </span>
+            {counts_view}
+        </span>
+    }
+    .into_any()
+}
+
 /// `2026-11-30T10:36:47.021Z` as `2026-11-30 10:36:47 UTC`: seconds are enough at a glance;
 /// the full time is in the cell's title.
-fn display_time(rfc3339: &str) -> String {
+pub(super) fn display_time(rfc3339: &str) -> String {
     let trimmed = rfc3339.split(['.', 'Z']).next().unwrap_or(rfc3339);
     format!("{} UTC", trimmed.replace('T', " "))
 }
 
 /// The last 12 characters of an id: the part of a UUIDv7 that differs between runs.
-fn short_id(id: &str) -> String {
+pub(super) fn short_id(id: &str) -> String {
     let start = id.len().saturating_sub(12);
     format!("…{}", &id[start..])
 }
@@ -255,7 +382,7 @@ fn EmptyState(filters: Filters) -> impl IntoView {
         view! {
             <div class="panel state" data-testid="empty-state">
                 <h2>"No runs match these filters"</h2>
-                <p class="muted">"Try another type or status, or clear the filters."</p>
+                <p class="muted">"Try other filters, or clear them."</p>
                 <a href="/runs" class="button">"Clear filters"</a>
             </div>
         }
@@ -275,12 +402,7 @@ fn EmptyState(filters: Filters) -> impl IntoView {
 }
 
 #[component]
-fn LoadError(message: String, filters: Filters) -> impl IntoView {
-    view! {
-        <div class="panel state error" role="alert" data-testid="error-state">
-            <h2>"Runs could not be loaded"</h2>
-            <p>{message}</p>
-            <a href=filters.href() rel="external" class="button">"Try again"</a>
-        </div>
-    }
+fn LoadError(failure: Failure, filters: Filters) -> impl IntoView {
+    let retry = filters.href();
+    view! { <ErrorPanel failure what="Runs could not be loaded" retry /> }
 }

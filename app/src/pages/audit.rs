@@ -1,0 +1,97 @@
+//! The audit page: who retried which delivery, when, from which state, and whether
+//! they acknowledged the duplicate risk. Operators and admins; the server refuses
+//! readers, and the page shows that refusal as a designed 403.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+use super::runs::display_time;
+use super::{ErrorPanel, TopBar};
+use crate::api::audit_trail;
+use crate::dto::AuditPage as Page;
+
+#[component]
+pub fn AuditPage() -> impl IntoView {
+    let query = use_query_map();
+    let after = Memo::new(move |_| query.with(|q| q.get("after").filter(|a| !a.is_empty())));
+    let page = Resource::new(move || after.get(), audit_trail);
+    view! {
+        <Title text="Audit · Herald" />
+        <TopBar />
+        <main class="page">
+            <div class="page-head">
+                <div>
+                    <h1>"Audit"</h1>
+                    <p class="muted">"Every manual retry: who, when, from which state, and whether the duplicate risk was acknowledged."</p>
+                </div>
+            </div>
+            <Transition fallback=|| view! { <div class="panel state">"Loading the audit trail…"</div> }>
+                {move || Suspend::new(async move {
+                    match page.await {
+                        Ok(page) => view! { <AuditTable page /> }.into_any(),
+                        Err(failure) => view! { <ErrorPanel failure what="The audit trail could not be loaded" retry="/audit".to_string() /> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </main>
+    }
+}
+
+#[component]
+fn AuditTable(page: Page) -> impl IntoView {
+    if page.entries.is_empty() {
+        return view! {
+            <div class="panel state" data-testid="audit-empty">
+                <h2>"No retries yet"</h2>
+                <p class="muted">"Manual retries appear here as operators make them."</p>
+            </div>
+        }
+        .into_any();
+    }
+    let next = page
+        .next_cursor
+        .map(|cursor| format!("/audit?after={cursor}"));
+    view! {
+        <div class="panel table-wrap">
+            <table class="runs" data-testid="audit-table">
+                <thead>
+                    <tr>
+                        <th>"When"</th>
+                        <th>"Who"</th>
+                        <th>"Action"</th>
+                        <th>"Delivery"</th>
+                        <th>"From state"</th>
+                        <th>"Duplicate risk"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {page
+                        .entries
+                        .into_iter()
+                        .map(|e| {
+                            let from = e.from_status.clone();
+                            let event_id = e.event_id.clone();
+                            view! {
+                                <tr data-testid="audit-row" data-event-id=event_id>
+                                    <td class="time" title=e.at.clone()>{display_time(&e.at)}</td>
+                                    <td data-testid="audit-actor">{e.actor}</td>
+                                    <td>{e.action}</td>
+                                    <td class="mono">{e.event_id}</td>
+                                    <td><span class=format!("badge delivery-{from}") data-testid="audit-from">{e.from_status}</span></td>
+                                    <td data-testid="audit-ack">
+                                        {if e.acknowledged_duplicate_risk { "acknowledged" } else { "—" }}
+                                    </td>
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </div>
+        <nav class="pager" aria-label="Pages">
+            {next.map(|href| view! { <a href=href class="button">"Older entries →"</a> })}
+        </nav>
+    }
+    .into_any()
+}

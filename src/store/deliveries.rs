@@ -1,0 +1,164 @@
+//! Read-only outbox queries for the console and the admin API: delivery counts of a
+//! page of parents (one grouped statement), the filtered, keyset-paged event list,
+//! attempt logs of several events, and the audit trail.
+
+use app::dto::DeliveryStatus;
+use async_trait::async_trait;
+
+use super::engine::placeholders;
+use super::outbox::{attempt_from_row, event_from_row, EVENT_COLUMNS};
+use super::ports::{AuditRecord, DeliveryReads, EventFilter};
+use super::row::{int, text};
+use super::{SqlStore, StoreError};
+use crate::outbox::model::{AttemptRecord, EventRecord};
+
+/// Values bound in order to a statement built from optional filters.
+enum Arg<'a> {
+    Text(&'a str),
+    Int(i64),
+}
+
+fn bind_all<'q>(
+    mut query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    args: Vec<Arg<'q>>,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    for arg in args {
+        query = match arg {
+            Arg::Text(value) => query.bind(value),
+            Arg::Int(value) => query.bind(value),
+        };
+    }
+    query
+}
+
+#[async_trait]
+impl DeliveryReads for SqlStore {
+    async fn status_counts(
+        &self,
+        parent_type: &str,
+        parent_ids: &[String],
+    ) -> Result<Vec<(String, DeliveryStatus, i64)>, StoreError> {
+        if parent_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT parent_id, status, COUNT(*) AS n FROM outbox_events \
+             WHERE parent_type = ? AND parent_id IN ({}) GROUP BY parent_id, status",
+            placeholders(parent_ids.len())
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql).bind(parent_type);
+        for id in parent_ids {
+            query = query.bind(id);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| {
+                let status = text(row, "status")?;
+                Ok((
+                    text(row, "parent_id")?,
+                    DeliveryStatus::parse(&status)
+                        .ok_or_else(|| StoreError::Corrupt(format!("event status {status:?}")))?,
+                    int(row, "n")?,
+                ))
+            })
+            .collect()
+    }
+
+    async fn list_events(&self, filter: &EventFilter) -> Result<Vec<EventRecord>, StoreError> {
+        let mut sql = format!("SELECT {EVENT_COLUMNS} FROM outbox_events WHERE 1 = 1");
+        let mut args: Vec<Arg> = Vec::new();
+        for (column, value) in [
+            ("kind", &filter.kind),
+            ("source", &filter.source),
+            ("parent_type", &filter.parent_type),
+            ("parent_id", &filter.parent_id),
+        ] {
+            if let Some(value) = value {
+                sql.push_str(&format!(" AND {column} = ?"));
+                args.push(Arg::Text(value));
+            }
+        }
+        if !filter.statuses.is_empty() {
+            sql.push_str(&format!(
+                " AND status IN ({})",
+                placeholders(filter.statuses.len())
+            ));
+            args.extend(filter.statuses.iter().map(|s| Arg::Text(s.as_str())));
+        }
+        if let Some((created_at, event_id)) = &filter.before {
+            sql.push_str(" AND (created_at < ? OR (created_at = ? AND event_id < ?))");
+            args.extend([
+                Arg::Int(*created_at),
+                Arg::Int(*created_at),
+                Arg::Text(event_id),
+            ]);
+        }
+        sql.push_str(&format!(
+            " ORDER BY created_at DESC, event_id DESC LIMIT {}",
+            filter.limit
+        ));
+        let sql = self.engine.sql(&sql);
+        let rows = bind_all(sqlx::query(&sql), args)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    async fn attempts_of(
+        &self,
+        event_ids: &[String],
+    ) -> Result<Vec<(String, AttemptRecord)>, StoreError> {
+        if event_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT event_id, attempt, cycle, started_at, finished_at, outcome, status_code, error, worker \
+             FROM outbox_attempts WHERE event_id IN ({}) ORDER BY event_id, attempt",
+            placeholders(event_ids.len())
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        for id in event_ids {
+            query = query.bind(id);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| Ok((text(row, "event_id")?, attempt_from_row(row)?)))
+            .collect()
+    }
+
+    async fn audit(
+        &self,
+        before_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        let mut sql =
+            "SELECT id, event_id, action, actor, from_status, acknowledged_duplicate_risk, at \
+                       FROM outbox_audit"
+                .to_string();
+        if before_id.is_some() {
+            sql.push_str(" WHERE id < ?");
+        }
+        sql.push_str(&format!(" ORDER BY id DESC LIMIT {limit}"));
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        if let Some(id) = before_id {
+            query = query.bind(id);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| {
+                Ok(AuditRecord {
+                    id: text(row, "id")?,
+                    event_id: text(row, "event_id")?,
+                    action: text(row, "action")?,
+                    actor: text(row, "actor")?,
+                    from_status: text(row, "from_status")?,
+                    acknowledged_duplicate_risk: int(row, "acknowledged_duplicate_risk")? != 0,
+                    at_ms: int(row, "at")?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,566 @@
+//! The console and the admin API over real HTTP on loopback, with a real receiver:
+//! designed 404 pages, 401 before CSRF, the admin outbox listing (redaction, filters,
+//! keyset paging), one retry entry point with 403/409, the console's server
+//! functions refusing a forged reader call, and the audit trail.
+
+use std::time::{Duration, Instant};
+
+use app::dto::Role;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::support::{Receiver, TestServer};
+
+const CALLBACK_SECRET: &str = "whsec_Y2FsbGJhY2stc2VjcmV0LWZvci10ZXN0cw==";
+
+async fn token(server: &TestServer, role: Role) -> String {
+    crate::support::api_token(&server.db.url, role).await
+}
+
+/// A signed-in browser-like client of a new user with `role`.
+async fn session(server: &TestServer, role: Role) -> reqwest::Client {
+    let settings = herald::config::Settings::resolve(&herald::config::SettingsArgs {
+        database_url: Some(server.db.url.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    let store = herald::server::open_store(&settings).await.unwrap();
+    let name = format!("{}-{}", role.as_str(), uuid::Uuid::new_v4().simple());
+    herald::server::account_service(&store, &settings)
+        .add_user(None, &name, "a-long-password-1", role)
+        .await
+        .unwrap();
+    store.close().await;
+    let browser = server.browser();
+    let resp = browser
+        .post(server.url("/auth/login"))
+        .form(&[
+            ("username", name.as_str()),
+            ("password", "a-long-password-1"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    browser
+}
+
+async fn start_with_receiver(receiver: &Receiver) -> TestServer {
+    std::env::set_var("HERALD_TEST_CALLBACK_SECRET", CALLBACK_SECRET);
+    let _ = receiver;
+    TestServer::start_with(|args| {
+        args.destination_allowlist = Some("127.0.0.0/8".into());
+        args.callback_secret_ref = Some("env:HERALD_TEST_CALLBACK_SECRET".into());
+        args.worker_poll_interval_ms = Some(50);
+        args.initial_backoff_ms = Some(50);
+        args.max_backoff_ms = Some(100);
+        args.maintenance_interval_ms = Some(100);
+    })
+    .await
+}
+
+async fn json_of(resp: reqwest::Response) -> (StatusCode, Value) {
+    let status = resp.status();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// Polls the admin listing until `n` events are in `status`.
+async fn wait_for(
+    client: &reqwest::Client,
+    server: &TestServer,
+    bearer: &str,
+    status: &str,
+    n: usize,
+) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (_, page) = json_of(
+            client
+                .get(server.url(&format!("/admin/api/notification-outbox?status={status}")))
+                .bearer_auth(bearer)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        let events = page["events"].as_array().cloned().unwrap_or_default();
+        if events.len() >= n {
+            return events;
+        }
+        assert!(Instant::now() < deadline, "never {n} {status}: {page}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn anonymous_state_changing_requests_are_401_before_any_csrf_check() {
+    let server = TestServer::start().await;
+    let client = reqwest::Client::new();
+    for path in [
+        "/admin/api/notification-outbox/some-event/retry",
+        "/api/v1/runs",
+        "/api/v1/deliveries/some-event/retry",
+        "/console-api/retry",
+    ] {
+        let (status, body) = json_of(
+            client
+                .post(server.url(path))
+                .header("origin", "http://evil.example")
+                .json(&json!({}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}: {body}");
+        assert_eq!(body["error"], "unauthenticated", "{path}");
+    }
+    // A cookie-borne request from another origin is still refused as CSRF.
+    let admin = session(&server, Role::Admin).await;
+    let forged = admin
+        .post(server.url("/admin/api/notification-outbox/x/retry"))
+        .header("origin", "http://evil.example")
+        .json(&json!({"kind": "callback", "expected_status": "failed"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    assert!(forged.text().await.unwrap().contains("cross-site"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_addresses_get_designed_pages_and_api_paths_stay_json() {
+    let server = TestServer::start().await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let page = client
+        .get(server.url("/no/such/page"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::NOT_FOUND);
+    assert!(page.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    let html = page.text().await.unwrap();
+    assert!(html.contains("Page not found"), "{html}");
+    assert!(html.contains("href=\"/runs\""), "a way back");
+    for path in ["/api/nope", "/api/v1/nope", "/admin/api/nope", "/admin/api"] {
+        let (status, body) = json_of(client.get(server.url(path)).send().await.unwrap()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(body["error"], "not_found", "{path}: JSON, not a page");
+    }
+    // Signed out, console pages ask for a sign-in first, detail pages included.
+    let run_page = client.get(server.url("/runs/0000")).send().await.unwrap();
+    assert_eq!(run_page.status(), StatusCode::SEE_OTHER);
+
+    let admin = session(&server, Role::Admin).await;
+    let missing = admin
+        .get(server.url("/runs/no-such-run"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let html = missing.text().await.unwrap();
+    assert!(html.contains("Run not found"), "{html}");
+    assert!(html.contains("no-such-run"));
+
+    let reader = session(&server, Role::Reader).await;
+    let audit = reader.get(server.url("/audit")).send().await.unwrap();
+    assert_eq!(audit.status(), StatusCode::FORBIDDEN);
+    assert!(audit
+        .text()
+        .await
+        .unwrap()
+        .contains("You do not have access to this page"));
+    let operator = session(&server, Role::Operator).await;
+    let audit = operator.get(server.url("/audit")).send().await.unwrap();
+    assert_eq!(audit.status(), StatusCode::OK);
+    assert!(audit.text().await.unwrap().contains("No retries yet"));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and_set() {
+    let receiver = Receiver::start().await;
+    receiver.set_status(400);
+    let server = start_with_receiver(&receiver).await;
+    let client = reqwest::Client::new();
+    let operator = token(&server, Role::Operator).await;
+    let reader = token(&server, Role::Reader).await;
+    let admin = token(&server, Role::Admin).await;
+
+    let mut runs = Vec::new();
+    for tenant in ["acme", "acme", "globex"] {
+        let (status, run) = json_of(
+            client
+                .post(server.url("/api/v1/runs"))
+                .bearer_auth(&operator)
+                .json(&json!({"type": "etl", "tenant": tenant,
+                    "callback_url": format!("{}?token=s3cr3t-query", receiver.url_for("secret-path"))}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{run}");
+        let id = run["id"].as_str().unwrap().to_string();
+        let (status, done) = json_of(
+            client
+                .post(server.url(&format!("/api/v1/runs/{id}/transitions")))
+                .bearer_auth(&operator)
+                .json(&json!({"to": "succeeded", "result": {"rows": 42, "note": "private-result"}}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{done}");
+        runs.push(id);
+    }
+    // The receiver refuses with 400: a permanent failure.
+    wait_for(&client, &server, &reader, "failed", 3).await;
+
+    // Readers list every event, redacted: the destination's origin, never its path,
+    // query, secret reference or payload.
+    let resp = client
+        .get(server.url("/admin/api/notification-outbox"))
+        .bearer_auth(&reader)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let text = resp.text().await.unwrap();
+    for secret in [
+        "s3cr3t-query",
+        "secret-path",
+        "private-result",
+        "secret_ref",
+        "payload",
+    ] {
+        assert!(!text.contains(secret), "{secret} leaked: {text}");
+    }
+    let page: Value = serde_json::from_str(&text).unwrap();
+    let events = page["events"].as_array().unwrap();
+    assert_eq!(events.len(), 3);
+    let origin = format!("http://{}", receiver.addr);
+    for event in events {
+        assert_eq!(event["destination"], origin.as_str());
+        assert_eq!(event["channel"], "webhook");
+        assert_eq!(event["kind"], "callback");
+        assert_eq!(event["source"], "jobs");
+        assert_eq!(event["last_status_code"], 400);
+    }
+
+    // Filters and keyset paging.
+    let count = |query: &'static str| {
+        let client = client.clone();
+        let url = server.url(&format!("/admin/api/notification-outbox?{query}"));
+        let reader = reader.clone();
+        async move {
+            let (status, page) =
+                json_of(client.get(url).bearer_auth(&reader).send().await.unwrap()).await;
+            assert_eq!(status, StatusCode::OK, "{query}: {page}");
+            page["events"].as_array().unwrap().len()
+        }
+    };
+    assert_eq!(count("kind=callback").await, 3);
+    assert_eq!(count("kind=delivery").await, 0);
+    assert_eq!(count("status=needs_attention").await, 3);
+    assert_eq!(count("status=completed").await, 0);
+    assert_eq!(count("source=jobs").await, 3);
+    assert_eq!(count("source=approvals").await, 0);
+    let (_, one) = json_of(
+        client
+            .get(server.url(&format!(
+                "/admin/api/notification-outbox?parent=run:{}",
+                runs[1]
+            )))
+            .bearer_auth(&reader)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(one["events"].as_array().unwrap().len(), 1);
+    assert_eq!(one["events"][0]["parent_id"], runs[1].as_str());
+    let (_, first) = json_of(
+        client
+            .get(server.url("/admin/api/notification-outbox?limit=2"))
+            .bearer_auth(&reader)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let cursor = first["next_cursor"].as_str().expect("a second page");
+    let (_, second) = json_of(
+        client
+            .get(server.url(&format!(
+                "/admin/api/notification-outbox?limit=2&after={cursor}"
+            )))
+            .bearer_auth(&reader)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(second["next_cursor"].is_null());
+    let mut ids: Vec<String> = first["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(second["events"].as_array().unwrap())
+        .map(|e| e["event_id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "every event once over the pages");
+
+    for (query, field) in [
+        ("status=sideways", "status"),
+        ("parent=run", "parent"),
+        ("after=garbage", "after"),
+        ("limit=0", "limit"),
+    ] {
+        let (status, body) = json_of(
+            client
+                .get(server.url(&format!("/admin/api/notification-outbox?{query}")))
+                .bearer_auth(&reader)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert_eq!(body["field"], field, "{query}: {body}");
+    }
+    let (status, body) = json_of(
+        client
+            .get(server.url("/admin/api/notification-outbox?colour=red"))
+            .bearer_auth(&reader)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["message"].as_str().unwrap().contains("colour"),
+        "{body}"
+    );
+
+    // The runs list carries delivery summaries and filters by delivery state.
+    let (_, attention) = json_of(
+        client
+            .get(server.url("/api/v1/runs?delivery=needs_attention&tenant=acme"))
+            .bearer_auth(&reader)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let listed = attention["runs"].as_array().unwrap();
+    assert_eq!(listed.len(), 2, "{attention}");
+    for run in listed {
+        assert_eq!(run["deliveries"]["failed"], 1);
+        assert_eq!(run["deliveries"]["worst"], "failed");
+    }
+    for (query, field) in [
+        ("delivery=bogus", "delivery"),
+        ("created_from=yesterday", "created_from"),
+    ] {
+        let (status, body) = json_of(
+            client
+                .get(server.url(&format!("/api/v1/runs?{query}")))
+                .bearer_auth(&reader)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert_eq!(body["field"], field, "{query}: {body}");
+    }
+
+    // One retry entry point: 403 for readers, 400 for a state that cannot be
+    // retried, 409 with the current state when the delivery is not where the
+    // caller saw it.
+    let event_id = events[0]["event_id"].as_str().unwrap().to_string();
+    let retry_url = server.url(&format!("/admin/api/notification-outbox/{event_id}/retry"));
+    let retry = |bearer: &str, body: Value| {
+        client
+            .post(&retry_url)
+            .bearer_auth(bearer)
+            .json(&body)
+            .send()
+    };
+    let (status, _) = json_of(
+        retry(
+            &reader,
+            json!({"kind": "callback", "expected_status": "failed"}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, body) = json_of(
+        retry(
+            &operator,
+            json!({"kind": "callback", "expected_status": "completed"}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["field"], "expected_status");
+    let (status, body) = json_of(
+        retry(
+            &operator,
+            json!({"kind": "callback", "expected_status": "skipped"}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["current_status"], "failed");
+    receiver.set_status(200);
+    let (status, retried) = json_of(
+        retry(
+            &operator,
+            json!({"kind": "callback", "expected_status": "failed"}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{retried}");
+    assert_eq!(retried["event_id"], event_id.as_str());
+    let (status, stale) = json_of(
+        retry(
+            &operator,
+            json!({"kind": "callback", "expected_status": "failed"}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{stale}");
+    assert!(
+        ["pending", "processing", "completed"].contains(&stale["current_status"].as_str().unwrap())
+    );
+    let done = wait_for(&client, &server, &admin, "completed", 1).await;
+    assert_eq!(done[0]["event_id"], event_id.as_str());
+    assert_eq!(done[0]["attempts"], 2, "cumulative attempts kept");
+
+    // The same entry point through the JSON API v1.
+    let other = events[1]["event_id"].as_str().unwrap().to_string();
+    let (status, body) = json_of(
+        client
+            .post(server.url(&format!("/api/v1/deliveries/{other}/retry")))
+            .bearer_auth(&operator)
+            .json(&json!({"kind": "callback", "expected_status": "failed"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    // The console's server functions: a reader's forged retry is refused by the
+    // server itself; reads are redacted for readers.
+    let reader_browser = session(&server, Role::Reader).await;
+    let third = events[2]["event_id"].as_str().unwrap().to_string();
+    let command = json!({"command": {"event_id": third, "kind": "callback",
+        "expected_status": "failed", "allow_uncertain": false}});
+    let forged = reader_browser
+        .post(server.url("/console-api/retry"))
+        .json(&command)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    let run_of_third = runs
+        .iter()
+        .find(|r| third.contains(r.as_str()))
+        .unwrap()
+        .clone();
+    let (status, view) = json_of(
+        reader_browser
+            .post(server.url("/console-api/run"))
+            .form(&[("id", run_of_third.as_str())])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert!(view["run"]["result"].is_null() && view["run"]["callback_url"].is_null());
+    assert_eq!(view["deliveries"][0]["can_retry"], false);
+    assert_eq!(view["deliveries"][0]["timeline"][0]["status_code"], 400);
+    assert!(!view.to_string().contains("s3cr3t-query"));
+    let admin_browser = session(&server, Role::Admin).await;
+    let (_, admin_view) = json_of(
+        admin_browser
+            .post(server.url("/console-api/run"))
+            .form(&[("id", run_of_third.as_str())])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(admin_view["run"]["result"]
+        .as_str()
+        .unwrap()
+        .contains("private-result"));
+    assert_eq!(admin_view["deliveries"][0]["can_retry"], true);
+    let operator_browser = session(&server, Role::Operator).await;
+    let allowed = operator_browser
+        .post(server.url("/console-api/retry"))
+        .json(&command)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(allowed.status(), StatusCode::OK);
+
+    // The audit trail: operators see who retried what from which state.
+    let (status, _) = json_of(
+        reader_browser
+            .post(server.url("/console-api/audit"))
+            .form(&[] as &[(&str, &str)])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, trail) = json_of(
+        operator_browser
+            .post(server.url("/console-api/audit"))
+            .form(&[] as &[(&str, &str)])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{trail}");
+    let entries = trail["entries"].as_array().unwrap();
+    assert_eq!(
+        entries.len(),
+        3,
+        "three retries landed; refused ones left no row"
+    );
+    assert_eq!(entries[2]["event_id"], event_id.as_str());
+    assert_eq!(entries[2]["actor"], "token:operator");
+    assert_eq!(entries[2]["from_status"], "failed");
+    assert_eq!(entries[2]["acknowledged_duplicate_risk"], false);
+    receiver.stop();
+    server.stop().await;
+}
