@@ -18,7 +18,9 @@ use crate::notifications::NotificationPlanner;
 use crate::outbox::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::service::accounts::AccountService;
+use crate::service::approvals::ApprovalService;
 use crate::service::deliveries::DeliveryService;
+use crate::service::records::RecordService;
 use crate::service::runs::RunService;
 use crate::store::{SqlStore, StoreOptions};
 
@@ -84,6 +86,15 @@ pub async fn run(
     let runtime =
         Runtime::start(&settings, &store, &planner, metrics.clone(), stop.clone()).await?;
 
+    let approvals = ApprovalService::new(
+        runtime.approvals_store.clone(),
+        Some(runtime.approvals.clone()),
+        runtime.approval_planner.clone(),
+    );
+    approvals
+        .load_configured(&settings.approval_definitions)
+        .await
+        .map_err(|e| anyhow::anyhow!("approval_definitions: {e}"))?;
     let state = AppState {
         leptos,
         runs: RunService::new(
@@ -96,7 +107,13 @@ pub async fn run(
             runtime.jobs.store().clone(),
             runtime.jobs_registry.clone(),
             settings.max_attempts,
+        )
+        .with_source(
+            runtime.approvals.store().clone(),
+            runtime.approvals_registry.clone(),
         ),
+        records: RecordService::new(runtime.approvals_store.clone()),
+        approvals: approvals.clone(),
         accounts,
         store: store.clone(),
         metrics,

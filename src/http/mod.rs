@@ -2,6 +2,7 @@
 //! health probes, and the layers around them.
 
 mod api;
+mod approvals;
 mod auth;
 mod error;
 mod extract;
@@ -29,7 +30,9 @@ use crate::config::Settings;
 use crate::console::Console;
 use crate::outbox::metrics::Metrics;
 use crate::service::accounts::AccountService;
+use crate::service::approvals::ApprovalService;
 use crate::service::deliveries::DeliveryService;
+use crate::service::records::RecordService;
 use crate::service::runs::RunService;
 use crate::store::SqlStore;
 
@@ -43,6 +46,8 @@ pub struct AppState {
     pub runs: RunService,
     pub deliveries: DeliveryService,
     pub accounts: AccountService,
+    pub records: RecordService,
+    pub approvals: ApprovalService,
     pub metrics: Arc<Metrics>,
     pub settings: Arc<Settings>,
 }
@@ -78,7 +83,8 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
         .route("/metrics", get(health::metrics))
         .route("/auth/login", post(auth::sign_in))
         .route("/auth/logout", post(auth::sign_out))
-        .nest("/api/v1", api::router())
+        .nest("/api/v1", api::router().merge(approvals::api_router()))
+        .nest("/admin/api", approvals::admin_router())
         .leptos_routes_with_context(
             &state,
             routes,

@@ -2,7 +2,9 @@
 //! with its permission check. Callers pass the [`Viewer`] they authenticated.
 
 pub mod accounts;
+pub mod approvals;
 pub mod deliveries;
+pub mod records;
 pub mod runs;
 
 use app::dto::{Permission, Viewer};
@@ -20,6 +22,10 @@ pub enum ServiceError {
         field: &'static str,
         message: String,
     },
+    #[error("forbidden: {0}")]
+    Refused(String),
+    #[error("{0}")]
+    Unavailable(String),
     #[error("{0} not found")]
     NotFound(String),
     #[error("{0}")]

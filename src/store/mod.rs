@@ -2,9 +2,11 @@
 //! SQLite, PostgreSQL and MySQL/MariaDB engines. Engine differences live in
 //! [`engine`]; everything else is written once.
 
+mod approvals;
 pub mod engine;
 mod outbox;
 pub mod ports;
+mod records;
 mod row;
 mod runs;
 mod sessions;
@@ -17,7 +19,9 @@ use std::time::Duration;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, ConnectOptions, Executor};
 
+pub use approvals::StatusCount;
 pub use engine::Engine;
+pub use records::Record;
 
 /// Errors at the storage boundary.
 #[derive(Debug, thiserror::Error)]

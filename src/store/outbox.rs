@@ -19,7 +19,7 @@ use crate::outbox::model::{
     FailedEvent, NewEvent, OutboxStats, RetryRefusal, Settle, Settlement, StatsRow,
 };
 
-const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
+pub(super) const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
      status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, lease_token, lease_holder, \
      lease_expires_at, last_error, last_status_code, created_at, updated_at, completed_at, failed_at, \
      alerted_at, uncertain_at, dead_letter_id";
@@ -38,9 +38,9 @@ const CLAIM_COLUMNS: &str =
      attempts, cycle, cycle_attempts, max_attempts, lease_token";
 
 /// The fence every worker write carries.
-const FENCE: &str = "lease_token = ? AND status = 'processing' AND lease_expires_at > ";
+pub(super) const FENCE: &str = "lease_token = ? AND status = 'processing' AND lease_expires_at > ";
 
-fn event_from_row(row: &AnyRow) -> Result<EventRecord, StoreError> {
+pub(super) fn event_from_row(row: &AnyRow) -> Result<EventRecord, StoreError> {
     let status = text(row, "status")?;
     Ok(EventRecord {
         event_id: text(row, "event_id")?,
