@@ -362,7 +362,11 @@ impl ApprovalService {
         }
         let definition = self
             .store
-            .definition(&instance.definition_id, Some(instance.definition_version))
+            .definition_in(
+                tx,
+                &instance.definition_id,
+                Some(instance.definition_version),
+            )
             .await?
             .ok_or_else(|| {
                 ServiceError::Internal(format!(

@@ -124,6 +124,29 @@ impl SqlStore {
         id: &str,
         version: Option<i64>,
     ) -> Result<Option<Definition>, StoreError> {
+        self.fetch_definition(&self.pool, id, version).await
+    }
+
+    /// [`SqlStore::definition`] inside `tx` (SQLite has one connection: a read on
+    /// the pool while `tx` is open would wait for it).
+    pub async fn definition_in(
+        &self,
+        tx: &mut WriteTx,
+        id: &str,
+        version: Option<i64>,
+    ) -> Result<Option<Definition>, StoreError> {
+        self.fetch_definition(&mut **tx, id, version).await
+    }
+
+    async fn fetch_definition<'e, E>(
+        &self,
+        executor: E,
+        id: &str,
+        version: Option<i64>,
+    ) -> Result<Option<Definition>, StoreError>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::Any>,
+    {
         let (filter, v) = match version {
             Some(v) => ("AND version = ?", v),
             None => ("AND version >= ?", 0),
@@ -135,7 +158,7 @@ impl SqlStore {
         let row = sqlx::query(&self.engine.sql(&sql))
             .bind(id)
             .bind(v)
-            .fetch_optional(&self.pool)
+            .fetch_optional(executor)
             .await?;
         row.as_ref().map(definition_from_row).transpose()
     }

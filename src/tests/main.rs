@@ -3,6 +3,7 @@
 
 mod support;
 
+mod approvals_contract;
 mod cli;
 mod crash;
 mod http_api;
