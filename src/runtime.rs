@@ -66,7 +66,9 @@ pub fn replay_policy(settings: &Settings) -> RetryPolicy {
     }
 }
 
-fn delivery_handler(settings: &Settings) -> anyhow::Result<(Arc<DeliveryHandler>, WebhookHandler)> {
+pub fn delivery_handler(
+    settings: &Settings,
+) -> anyhow::Result<(Arc<DeliveryHandler>, WebhookHandler)> {
     let guard = DestinationGuard::new(
         DestinationGuard::parse_allowlist(&settings.destination_allowlist)
             .map_err(|e| anyhow::anyhow!("destination_allowlist: {e}"))?,
