@@ -4,6 +4,7 @@
 mod support;
 
 mod approvals_contract;
+mod approvals_crash;
 mod approvals_http;
 mod cli;
 mod crash;
