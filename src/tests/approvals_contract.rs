@@ -19,6 +19,7 @@ use herald::outbox::worker::{Worker, WorkerConfig};
 use herald::outbox::Outbox;
 use herald::runtime::{replay_policy, retry_policy};
 use herald::service::approvals::{ApprovalService, SubmitRequest};
+use herald::service::deliveries::{DeliveryService, RetryRequest};
 use herald::service::records::{RecordInput, RecordService};
 use herald::service::ServiceError;
 use herald::store::ports::OutboxStore;
@@ -43,6 +44,9 @@ crate::contract_tests!(
     recall_fails_closed_without_a_durable_outbox,
     permissions_and_system_objects_are_enforced,
     an_instance_keeps_the_definition_version_it_started_with,
+    a_recall_whose_enqueue_fails_rolls_back,
+    a_failed_replay_is_retried_through_the_one_retry_entry_point,
+    a_claimed_prompt_of_a_decided_approval_is_skipped_by_its_handler,
 );
 
 fn viewer(name: &str, role: Role) -> Viewer {
@@ -732,5 +736,143 @@ async fn an_instance_keeps_the_definition_version_it_started_with(db: &TestDb) {
         .unwrap();
     assert_eq!(second.definition_version, 2);
     assert!(second.committed_events.is_empty(), "v2 has no prompt route");
+    f.close().await;
+}
+
+async fn a_recall_whose_enqueue_fails_rolls_back(db: &TestDb) {
+    let f = fixture(db).await;
+    let (account, deal, approval) = f.submitted().await;
+    // The outbox table is gone: the replay enqueue inside the recall fails.
+    sqlx::query("ALTER TABLE outbox_events RENAME TO outbox_events_gone")
+        .execute(f.store.pool())
+        .await
+        .unwrap();
+    let failed = f.approvals.recall(Some(&alice()), &approval).await;
+    assert!(
+        matches!(failed, Err(ServiceError::Internal(_))),
+        "{failed:?}"
+    );
+    sqlx::query("ALTER TABLE outbox_events_gone RENAME TO outbox_events")
+        .execute(f.store.pool())
+        .await
+        .unwrap();
+    let detail = f.approvals.get(Some(&alice()), &approval).await.unwrap();
+    assert_eq!(
+        detail.approval.status.as_str(),
+        "pending",
+        "the recall rolled back"
+    );
+    assert!(detail.nodes.iter().all(|n| n["status"] == "pending"));
+    assert!(detail.work_items.iter().all(|w| w["status"] == "pending"));
+    assert!(detail.events.iter().all(|e| e.kind != kinds::FIELD_UPDATE));
+    assert_eq!(f.field(&deal, "Stage").await, "Negotiation");
+    assert_eq!(f.field(&account, "Status").await, "Customer");
+    // Once the outbox is back, the recall goes through.
+    f.approvals.recall(Some(&alice()), &approval).await.unwrap();
+    f.replay_event(&approval).await;
+    f.close().await;
+}
+
+async fn a_failed_replay_is_retried_through_the_one_retry_entry_point(db: &TestDb) {
+    let f = fixture(db).await;
+    let (account, _deal, approval) = f.submitted().await;
+    f.approvals.recall(Some(&alice()), &approval).await.unwrap();
+    let sql = f
+        .store
+        .engine()
+        .sql("UPDATE records SET object = 'Gone' WHERE id = ?")
+        .into_owned();
+    sqlx::query(&sql)
+        .bind(&account)
+        .execute(f.store.pool())
+        .await
+        .unwrap();
+    let event_id = f.replay_event(&approval).await.event_id;
+    let failed = f
+        .replay_until(&f.store, &event_id, DeliveryStatus::Failed)
+        .await;
+    assert!(failed
+        .last_error
+        .unwrap()
+        .contains("not the frozen Account"));
+    // The cause is fixed; the operator retries through DeliveryService::retry.
+    let sql = f
+        .store
+        .engine()
+        .sql("UPDATE records SET object = 'Account' WHERE id = ?")
+        .into_owned();
+    sqlx::query(&sql)
+        .bind(&account)
+        .execute(f.store.pool())
+        .await
+        .unwrap();
+    let mut registry = Registry::new();
+    registry.register(
+        kinds::FIELD_UPDATE,
+        Source::Approvals,
+        replay_policy(&f.settings),
+        Arc::new(ReplayHandler::new(f.store.clone())),
+    );
+    let deliveries = DeliveryService::new(Arc::new(f.store.clone()), Arc::new(Registry::new()), 6)
+        .with_source(Arc::new(f.store.clone()), Arc::new(registry));
+    let retry = || RetryRequest {
+        kind: kinds::FIELD_UPDATE.into(),
+        expected_status: DeliveryStatus::Failed,
+        allow_uncertain: false,
+    };
+    let reader = deliveries
+        .retry(Some(&viewer("rita", Role::Reader)), &event_id, retry())
+        .await;
+    assert!(matches!(reader, Err(ServiceError::Forbidden(_))));
+    let retried = deliveries
+        .retry(Some(&alice()), &event_id, retry())
+        .await
+        .unwrap();
+    assert_eq!(retried.status, DeliveryStatus::Pending);
+    let done = f
+        .replay_until(&f.store, &event_id, DeliveryStatus::Completed)
+        .await;
+    assert_eq!(done.cycle, 2);
+    assert_eq!(done.attempts, 4, "cumulative attempts are kept");
+    assert_eq!(f.field(&account, "Status").await, "Prospect");
+    f.close().await;
+}
+
+async fn a_claimed_prompt_of_a_decided_approval_is_skipped_by_its_handler(db: &TestDb) {
+    use herald::outbox::handler::{Handler, Outcome};
+    use herald::outbox::model::ClaimedEvent;
+    let f = fixture(db).await;
+    let (_account, _deal, approval) = f.submitted().await;
+    let prompt = f
+        .store
+        .get_event(&format!("approval_{approval}"))
+        .await
+        .unwrap()
+        .unwrap();
+    // As if a worker had claimed the prompt just before the decision committed.
+    f.approvals.reject(Some(&boss()), &approval).await.unwrap();
+    let (delivery, _) = herald::runtime::delivery_handler(&f.settings).unwrap();
+    let handler = herald::approvals::prompts::PromptHandler {
+        store: f.store.clone(),
+        delivery,
+    };
+    let claimed = ClaimedEvent {
+        event_id: prompt.event_id.clone(),
+        source: prompt.source.clone(),
+        kind: prompt.kind.clone(),
+        parent_type: prompt.parent_type.clone(),
+        parent_id: prompt.parent_id.clone(),
+        payload: prompt.payload.clone(),
+        redeliverable: prompt.redeliverable,
+        attempts: 1,
+        cycle: 1,
+        cycle_attempts: 1,
+        max_attempts: prompt.max_attempts,
+        lease_token: "t".into(),
+    };
+    match handler.handle(&claimed).await {
+        Outcome::Skipped { reason } => assert!(reason.contains("rejected"), "{reason}"),
+        other => panic!("a decided approval's prompt must be skipped, not {other:?}"),
+    }
     f.close().await;
 }

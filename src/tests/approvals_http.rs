@@ -448,3 +448,111 @@ async fn every_gauge_of_every_fixed_source_and_kind_exists_from_start_up() {
     assert!(!metrics.contains("kind=\"field_update\",source=\"jobs\""));
     server.stop().await;
 }
+
+/// Approvals, records and their outbox in one database, the jobs store in another.
+async fn two_databases(jobs: herald::store::Engine, approvals: herald::store::Engine) {
+    let receiver = Receiver::start().await;
+    let approvals_db = crate::support::TestDb::new(approvals).await;
+    let file = config(&receiver);
+    let path = file.path().to_path_buf();
+    let approvals_url = approvals_db.url.clone();
+    let server = TestServer::start_on(crate::support::TestDb::new(jobs).await, move |args| {
+        args.config = Some(path);
+        args.destination_allowlist = Some("127.0.0.0/8".into());
+        args.approvals_database_url = Some(approvals_url);
+    })
+    .await;
+    let api = Api {
+        base: server.url(""),
+        client: reqwest::Client::new(),
+    };
+    let operator = api_token(&server.db.url, Role::Operator).await;
+    let (_, account) = api
+        .post(
+            &operator,
+            "/api/v1/records/Account",
+            json!({"fields": {"Status": "Customer"}}),
+        )
+        .await;
+    let account = account["id"].as_str().unwrap().to_string();
+    let (_, deal) = api
+        .post(
+            &operator,
+            "/api/v1/records/Opportunity",
+            json!({"fields": {"AccountId": account}}),
+        )
+        .await;
+    let (status, approval) = api
+        .post(
+            &operator,
+            "/api/v1/approvals",
+            json!({"definition_id": "deal", "record_id": deal["id"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{approval}");
+    let id = approval["id"].as_str().unwrap().to_string();
+    api.wait_event(&operator, &id, &format!("approval_{id}"), "completed")
+        .await;
+    let (_, recalled) = api
+        .post(
+            &operator,
+            &format!("/api/v1/approvals/{id}/recall"),
+            json!({}),
+        )
+        .await;
+    let replay = format!("recall_{id}_{}", recalled["transition_seq"]);
+    api.wait_event(&operator, &id, &replay, "completed").await;
+    let (_, account_now) = api
+        .get(&operator, &format!("/api/v1/records/Account/{account}"))
+        .await;
+    assert_eq!(account_now["fields"]["Status"], "Prospect");
+
+    let count = |store: herald::store::SqlStore, table: &'static str| async move {
+        let n: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        store.close().await;
+        n
+    };
+    for table in [
+        "records",
+        "approval_instances",
+        "approval_work_items",
+        "outbox_events",
+    ] {
+        assert_eq!(
+            count(server.db.store().await, table).await,
+            0,
+            "{table} in the jobs store"
+        );
+    }
+    assert_eq!(count(approvals_db.store().await, "records").await, 2);
+    assert_eq!(
+        count(approvals_db.store().await, "approval_instances").await,
+        1
+    );
+    // The prompt, the replay and the recall's alert.
+    assert_eq!(count(approvals_db.store().await, "outbox_events").await, 3);
+    receiver.stop();
+    server.stop().await;
+    approvals_db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn approvals_in_postgres_with_jobs_in_sqlite() {
+    two_databases(
+        herald::store::Engine::Sqlite,
+        herald::store::Engine::Postgres,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn approvals_in_sqlite_with_jobs_in_postgres() {
+    two_databases(
+        herald::store::Engine::Postgres,
+        herald::store::Engine::Sqlite,
+    )
+    .await;
+}
