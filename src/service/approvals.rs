@@ -304,6 +304,12 @@ impl ApprovalService {
                 ),
             ));
         }
+        if let Some(pending) = self.store.pending_instance_of(&mut tx, &record.id).await? {
+            return Err(ServiceError::Conflict(format!(
+                "record {} already has a pending approval ({pending})",
+                record.id
+            )));
+        }
         let instance = self
             .store
             .create_instance(&mut tx, &definition, &record.id, &viewer.name)

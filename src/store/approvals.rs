@@ -205,6 +205,22 @@ impl SqlStore {
             .ok_or_else(|| StoreError::Corrupt("created approval vanished".into()))
     }
 
+    /// The pending approval of a record, if any (read inside `tx`, after the
+    /// record's lock, so two submits of one record cannot both pass).
+    pub async fn pending_instance_of(
+        &self,
+        tx: &mut WriteTx,
+        record_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query(&self.engine.sql(
+            "SELECT id FROM approval_instances WHERE record_id = ? AND status = 'pending' LIMIT 1",
+        ))
+        .bind(record_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+        row.as_ref().map(|r| text(r, "id")).transpose()
+    }
+
     /// Opens step `index`: its node and its approver's work item.
     pub async fn open_step(
         &self,

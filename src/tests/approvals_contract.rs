@@ -563,7 +563,7 @@ async fn submit_commits_the_prompt_with_the_approval(db: &TestDb) {
             Some(&alice()),
             SubmitRequest {
                 definition_id: "nope".into(),
-                record_id: deal,
+                record_id: deal.clone(),
             },
         )
         .await;
