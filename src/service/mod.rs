@@ -116,11 +116,21 @@ mod tests {
         assert!(require(Some(&operator), Permission::RunsWrite).is_ok());
         assert!(require(Some(&operator), Permission::DataRead).is_err());
         assert!(require(Some(&operator), Permission::UsersManage).is_err());
+        assert!(require(Some(&reader), Permission::RecordsRead).is_ok());
+        assert!(require(Some(&reader), Permission::RecordsWrite).is_err());
+        assert!(require(Some(&reader), Permission::ApprovalsSubmit).is_err());
+        assert!(require(Some(&operator), Permission::RecordsWrite).is_ok());
+        assert!(require(Some(&operator), Permission::ApprovalsSubmit).is_ok());
+        assert!(require(Some(&operator), Permission::DefinitionsManage).is_err());
         for p in [
             Permission::RunsRead,
             Permission::RunsWrite,
             Permission::UsersManage,
             Permission::DataRead,
+            Permission::RecordsRead,
+            Permission::RecordsWrite,
+            Permission::ApprovalsSubmit,
+            Permission::DefinitionsManage,
         ] {
             assert!(require(Some(&admin), p).is_ok());
         }

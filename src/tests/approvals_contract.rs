@@ -269,6 +269,17 @@ async fn recall_enqueues_one_replay_event_and_does_not_update_inline(db: &TestDb
     assert_eq!(event.event_id, replay_id);
     assert_eq!(event.status, DeliveryStatus::Pending);
     assert_eq!(event.source, "approvals");
+    let prompt = f
+        .store
+        .get_event(&format!("approval_{approval}"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        prompt.status,
+        DeliveryStatus::Skipped,
+        "a recalled approval is never prompted"
+    );
     // Instance, nodes and work items are removed in the same transaction.
     let detail = f.approvals.get(Some(&alice()), &approval).await.unwrap();
     assert!(detail.nodes.iter().all(|n| n["status"] == "removed"));
