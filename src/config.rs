@@ -72,6 +72,8 @@ settings! {
     file_only {
         /// Named delivery routes ([[routes]] tables in the config file)
         routes: Vec<RouteConfig> = Vec::new();
+        /// Approval process definitions ([[approval_definitions]] tables in the config file)
+        approval_definitions: Vec<crate::approvals::model::DefinitionSpec> = Vec::new();
     }
     /// Jobs store URL: sqlite://PATH, postgres://… or mysql://… [default: sqlite://data/herald.db]
     database_url: String = DEFAULT_DATABASE_URL.to_string(), "HERALD_DATABASE_URL";
@@ -129,6 +131,18 @@ settings! {
     chat_max_chars: usize = 3_000, "HERALD_CHAT_MAX_CHARS";
     /// Largest run result snapshot, in bytes of JSON [default: 262144]
     max_result_bytes: usize = 256 * 1024, "HERALD_MAX_RESULT_BYTES";
+    /// Recall field-update replay: attempts per automatic cycle [default: 6]
+    replay_max_attempts: u32 = 6, "HERALD_REPLAY_MAX_ATTEMPTS";
+    /// Recall field-update replay: first retry delay, in milliseconds [default: 1000]
+    replay_initial_backoff_ms: u64 = 1_000, "HERALD_REPLAY_INITIAL_BACKOFF_MS";
+    /// Recall field-update replay: longest retry delay, in milliseconds [default: 300000]
+    replay_max_backoff_ms: u64 = 300_000, "HERALD_REPLAY_MAX_BACKOFF_MS";
+    /// Recall field-update replay: how often the replay worker looks for due rows, in milliseconds [default: 1000]
+    replay_poll_interval_ms: u64 = 1_000, "HERALD_REPLAY_POLL_INTERVAL_MS";
+    /// Recall field-update replay: rows claimed per statement [default: 32]
+    replay_batch_size: u32 = 32, "HERALD_REPLAY_BATCH_SIZE";
+    /// Recall field-update replay: lease of a claimed row, in seconds [default: 30]
+    replay_lease_secs: u64 = 30, "HERALD_REPLAY_LEASE_SECS";
 }
 
 /// Route names go into event ids (`dead_letter_deliver_<run>_<route>_<cycle>`),
@@ -217,6 +231,12 @@ impl Settings {
             ("http_timeout_ms", self.http_timeout_ms),
             ("chat_max_chars", self.chat_max_chars as u64),
             ("max_result_bytes", self.max_result_bytes as u64),
+            ("replay_max_attempts", self.replay_max_attempts as u64),
+            ("replay_initial_backoff_ms", self.replay_initial_backoff_ms),
+            ("replay_max_backoff_ms", self.replay_max_backoff_ms),
+            ("replay_poll_interval_ms", self.replay_poll_interval_ms),
+            ("replay_batch_size", self.replay_batch_size as u64),
+            ("replay_lease_secs", self.replay_lease_secs),
         ];
         for (setting, value) in positive {
             if value == 0 {
@@ -277,6 +297,27 @@ impl Settings {
                 crate::channels::secrets::validate_reference(reference)
                     .map_err(|e| invalid(format!("route {:?}: {e}", route.name)))?;
             }
+        }
+        let mut definition_ids = std::collections::HashSet::new();
+        for definition in &self.approval_definitions {
+            if !definition_ids.insert(definition.id.as_str()) {
+                return Err(ConfigError::Invalid {
+                    setting: "approval_definitions",
+                    message: format!("definition {:?} is defined twice", definition.id),
+                });
+            }
+            definition
+                .validate(|route| names.contains(route))
+                .map_err(|(part, message)| ConfigError::Invalid {
+                    setting: "approval_definitions",
+                    message: format!("definition {:?}: {part}: {message}", definition.id),
+                })?;
+        }
+        if self.replay_max_backoff_ms < self.replay_initial_backoff_ms {
+            return Err(ConfigError::Invalid {
+                setting: "replay_max_backoff_ms",
+                message: "must not be less than replay_initial_backoff_ms".into(),
+            });
         }
         if !self.dead_letter_route.is_empty() && !names.contains(self.dead_letter_route.as_str()) {
             return Err(ConfigError::Invalid {

@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod approvals;
 pub mod auth;
 pub mod channels;
 pub mod cli;

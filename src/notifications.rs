@@ -113,7 +113,14 @@ impl NotificationPlanner {
         events
     }
 
-    fn route_payload(
+    /// A configured route by name.
+    pub fn route(&self, name: &str) -> Option<&RouteConfig> {
+        self.routes.get(name)
+    }
+
+    /// A route's frozen payload for `body` (webhooks) or `text` (chat), and whether
+    /// an expired lease of it may be delivered again.
+    pub(crate) fn route_payload(
         &self,
         route: &RouteConfig,
         body: &serde_json::Value,

@@ -9,6 +9,10 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::approvals::model::kinds as approval_kinds;
+use crate::approvals::planner::ApprovalPlanner;
+use crate::approvals::prompts::PromptHandler;
+use crate::approvals::replay::ReplayHandler;
 use crate::channels::chat::ChatHandler;
 use crate::channels::guard::DestinationGuard;
 use crate::channels::webhook::{delivery_client, WebhookHandler};
@@ -29,6 +33,13 @@ pub struct Runtime {
     pub jobs: Outbox,
     /// The jobs source's handlers and their policies.
     pub jobs_registry: Arc<Registry>,
+    /// The approvals store (the jobs store unless `approvals_database_url` is set).
+    pub approvals_store: SqlStore,
+    /// The approvals store's outbox, for the approvals source's producers.
+    pub approvals: Outbox,
+    /// Every approvals kind's handler and policy (prompts, alerts, replay).
+    pub approvals_registry: Arc<Registry>,
+    pub approval_planner: Arc<ApprovalPlanner>,
     workers: Vec<JoinHandle<DrainReport>>,
     background: Vec<JoinHandle<()>>,
     extra_stores: Vec<SqlStore>,
@@ -44,12 +55,20 @@ pub fn retry_policy(settings: &Settings) -> RetryPolicy {
     }
 }
 
-/// The handlers of the jobs source: callbacks, route deliveries, dead-letter notices.
-fn jobs_registry(
+/// The retry policy of recall field-update replay (`replay_*` settings).
+pub fn replay_policy(settings: &Settings) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: settings.replay_max_attempts,
+        initial_backoff: Duration::from_millis(settings.replay_initial_backoff_ms),
+        max_backoff: Duration::from_millis(settings.replay_max_backoff_ms),
+        jitter: settings.backoff_jitter,
+        lease: Duration::from_secs(settings.replay_lease_secs),
+    }
+}
+
+pub fn delivery_handler(
     settings: &Settings,
-    planner: &Arc<NotificationPlanner>,
-) -> anyhow::Result<Registry> {
-    let policy = retry_policy(settings);
+) -> anyhow::Result<(Arc<DeliveryHandler>, WebhookHandler)> {
     let guard = DestinationGuard::new(
         DestinationGuard::parse_allowlist(&settings.destination_allowlist)
             .map_err(|e| anyhow::anyhow!("destination_allowlist: {e}"))?,
@@ -59,13 +78,75 @@ fn jobs_registry(
         webhook: WebhookHandler::new(client.clone(), guard.clone()),
         chat: ChatHandler::new(client.clone(), guard.clone(), settings.chat_max_chars),
     });
+    Ok((deliveries, WebhookHandler::new(client, guard)))
+}
+
+/// The approvals source's handlers: prompts and alerts on one worker, the recall
+/// replay on its own (its poll interval and batch are its own settings).
+fn approvals_registries(
+    settings: &Settings,
+    store: &SqlStore,
+) -> anyhow::Result<(Registry, Registry, Registry)> {
+    let policy = retry_policy(settings);
+    let replay = replay_policy(settings);
+    let (deliveries, _) = delivery_handler(settings)?;
+    let prompts = Arc::new(PromptHandler {
+        store: store.clone(),
+        delivery: deliveries.clone(),
+    });
+    let replayer = Arc::new(ReplayHandler::new(store.clone()));
+    let mut notices = Registry::new();
+    notices
+        .register(
+            approval_kinds::APPROVAL_PROMPT,
+            Source::Approvals,
+            policy.clone(),
+            prompts.clone(),
+        )
+        .register(
+            approval_kinds::ALERT,
+            Source::Approvals,
+            policy.clone(),
+            deliveries.clone(),
+        );
+    let mut replays = Registry::new();
+    replays.register(
+        approval_kinds::FIELD_UPDATE,
+        Source::Approvals,
+        replay.clone(),
+        replayer.clone(),
+    );
+    let mut all = Registry::new();
+    all.register(
+        approval_kinds::APPROVAL_PROMPT,
+        Source::Approvals,
+        policy.clone(),
+        prompts,
+    )
+    .register(approval_kinds::ALERT, Source::Approvals, policy, deliveries)
+    .register(
+        approval_kinds::FIELD_UPDATE,
+        Source::Approvals,
+        replay,
+        replayer,
+    );
+    Ok((notices, replays, all))
+}
+
+/// The handlers of the jobs source: callbacks, route deliveries, dead-letter notices.
+fn jobs_registry(
+    settings: &Settings,
+    planner: &Arc<NotificationPlanner>,
+) -> anyhow::Result<Registry> {
+    let policy = retry_policy(settings);
+    let (deliveries, webhook) = delivery_handler(settings)?;
     let mut registry = Registry::new();
     registry
         .register(
             kinds::CALLBACK,
             Source::Jobs,
             policy.clone(),
-            Arc::new(WebhookHandler::new(client, guard)),
+            Arc::new(webhook),
         )
         .register(
             kinds::DELIVERY,
@@ -91,9 +172,40 @@ impl Runtime {
         let wake = Arc::new(Notify::new());
         let jobs = Outbox::new(Arc::new(jobs_store.clone()), wake.clone());
         let registry = Arc::new(jobs_registry(settings, planner)?);
+        let separate_approvals = settings.approvals_url() != settings.database_url;
+        let approvals_store = if separate_approvals {
+            SqlStore::open(&StoreOptions {
+                url: settings.approvals_url().to_string(),
+                max_connections: settings.database_max_connections,
+            })
+            .await?
+        } else {
+            jobs_store.clone()
+        };
+        let approvals_wake = Arc::new(Notify::new());
+        let approvals = Outbox::new(Arc::new(approvals_store.clone()), approvals_wake.clone());
+        let (notices, replays, all) = approvals_registries(settings, &approvals_store)?;
+        let approvals_registry = Arc::new(all);
+        for (reg, source) in [
+            (&*registry, Source::Jobs),
+            (&*approvals_registry, Source::Approvals),
+        ] {
+            for kind in reg.kinds() {
+                metrics.declare(source.as_str(), &kind);
+            }
+        }
+        let approval_planner = Arc::new(ApprovalPlanner::new(
+            planner.clone(),
+            &retry_policy(settings),
+            &replay_policy(settings),
+        ));
         let mut runtime = Runtime {
             jobs: jobs.clone(),
             jobs_registry: registry.clone(),
+            approvals_store: approvals_store.clone(),
+            approvals: approvals.clone(),
+            approvals_registry,
+            approval_planner,
             workers: Vec::new(),
             background: Vec::new(),
             extra_stores: Vec::new(),
@@ -113,9 +225,41 @@ impl Runtime {
             wake.clone(),
         );
         runtime.workers.push(tokio::spawn(worker.run(stop.clone())));
+        let notices = Worker::new(
+            approvals.store().clone(),
+            Arc::new(notices),
+            metrics.clone(),
+            WorkerConfig {
+                batch_size: settings.worker_batch_size,
+                concurrency: settings.worker_concurrency,
+                poll_interval: Duration::from_millis(settings.worker_poll_interval_ms),
+                drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
+                ..WorkerConfig::default()
+            },
+            approvals_wake,
+        );
+        runtime
+            .workers
+            .push(tokio::spawn(notices.run(stop.clone())));
+        // The replay worker polls on its own interval (seed 000's worker config).
+        let replayer = Worker::new(
+            approvals.store().clone(),
+            Arc::new(replays),
+            metrics.clone(),
+            WorkerConfig {
+                batch_size: settings.replay_batch_size,
+                concurrency: (settings.replay_batch_size as usize).min(settings.worker_concurrency),
+                poll_interval: Duration::from_millis(settings.replay_poll_interval_ms),
+                drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
+                ..WorkerConfig::default()
+            },
+            Arc::new(Notify::new()),
+        );
+        runtime
+            .workers
+            .push(tokio::spawn(replayer.run(stop.clone())));
 
         let interval = Duration::from_millis(settings.maintenance_interval_ms);
-        let separate_approvals = settings.approvals_url() != settings.database_url;
         let jobs_sources = if separate_approvals {
             vec![Source::Jobs.as_str()]
         } else {
@@ -131,20 +275,15 @@ impl Runtime {
             &stop,
         );
         if separate_approvals {
-            let approvals = SqlStore::open(&StoreOptions {
-                url: settings.approvals_url().to_string(),
-                max_connections: settings.database_max_connections,
-            })
-            .await?;
             runtime.spawn_maintenance(
-                approvals.clone(),
+                approvals_store.clone(),
                 vec![Source::Approvals.as_str()],
                 &metrics,
                 interval,
                 None,
                 &stop,
             );
-            runtime.extra_stores.push(approvals);
+            runtime.extra_stores.push(approvals_store);
         }
         if jobs_store.engine() == Engine::Postgres {
             runtime.background.push(tokio::spawn(listen_for_commits(

@@ -18,7 +18,9 @@ use crate::notifications::NotificationPlanner;
 use crate::outbox::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::service::accounts::AccountService;
+use crate::service::approvals::ApprovalService;
 use crate::service::deliveries::DeliveryService;
+use crate::service::records::RecordService;
 use crate::service::runs::RunService;
 use crate::store::{SqlStore, StoreOptions};
 
@@ -89,7 +91,20 @@ pub async fn run(
         Arc::new(store.clone()),
         runtime.jobs_registry.clone(),
         settings.max_attempts,
+    )
+    .with_source(
+        runtime.approvals.store().clone(),
+        runtime.approvals_registry.clone(),
     );
+    let approvals = ApprovalService::new(
+        runtime.approvals_store.clone(),
+        Some(runtime.approvals.clone()),
+        runtime.approval_planner.clone(),
+    );
+    approvals
+        .load_configured(&settings.approval_definitions)
+        .await
+        .map_err(|e| anyhow::anyhow!("approval_definitions: {e}"))?;
     let state = AppState {
         leptos,
         runs: RunService::new(
@@ -100,6 +115,8 @@ pub async fn run(
             settings.max_result_bytes,
         ),
         deliveries,
+        records: RecordService::new(runtime.approvals_store.clone()),
+        approvals: approvals.clone(),
         accounts,
         store: store.clone(),
         metrics,

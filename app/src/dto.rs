@@ -10,6 +10,10 @@ pub enum Permission {
     RunsWrite,
     UsersManage,
     DataRead,
+    RecordsRead,
+    RecordsWrite,
+    ApprovalsSubmit,
+    DefinitionsManage,
 }
 
 impl Permission {
@@ -19,6 +23,10 @@ impl Permission {
             Permission::RunsWrite => "runs:write",
             Permission::UsersManage => "users:manage",
             Permission::DataRead => "data:read",
+            Permission::RecordsRead => "records:read",
+            Permission::RecordsWrite => "records:write",
+            Permission::ApprovalsSubmit => "approvals:submit",
+            Permission::DefinitionsManage => "definitions:manage",
         }
     }
 }
@@ -49,9 +57,24 @@ impl Role {
     pub fn permissions(self) -> &'static [Permission] {
         use Permission::*;
         match self {
-            Role::Reader => &[RunsRead],
-            Role::Operator => &[RunsRead, RunsWrite],
-            Role::Admin => &[RunsRead, RunsWrite, UsersManage, DataRead],
+            Role::Reader => &[RunsRead, RecordsRead],
+            Role::Operator => &[
+                RunsRead,
+                RecordsRead,
+                RunsWrite,
+                RecordsWrite,
+                ApprovalsSubmit,
+            ],
+            Role::Admin => &[
+                RunsRead,
+                RecordsRead,
+                RunsWrite,
+                RecordsWrite,
+                ApprovalsSubmit,
+                UsersManage,
+                DefinitionsManage,
+                DataRead,
+            ],
         }
     }
 

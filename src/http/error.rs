@@ -51,6 +51,10 @@ impl From<ServiceError> for ApiError {
             ServiceError::Invalid { field, message } => {
                 ApiError::invalid(field, format!("{field}: {message}"))
             }
+            ServiceError::Refused(_) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", message),
+            ServiceError::Unavailable(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+            }
             ServiceError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", message),
             ServiceError::Conflict(_) => ApiError::new(StatusCode::CONFLICT, "conflict", message),
             ServiceError::DeliveryChanged { current, .. } => ApiError {

@@ -3,6 +3,7 @@
 
 mod admin;
 mod api;
+mod approvals;
 mod auth;
 mod client_addr;
 mod error;
@@ -31,7 +32,9 @@ use crate::config::Settings;
 use crate::console::Console;
 use crate::outbox::metrics::Metrics;
 use crate::service::accounts::AccountService;
+use crate::service::approvals::ApprovalService;
 use crate::service::deliveries::DeliveryService;
+use crate::service::records::RecordService;
 use crate::service::runs::RunService;
 use crate::store::SqlStore;
 
@@ -45,6 +48,8 @@ pub struct AppState {
     pub runs: RunService,
     pub deliveries: DeliveryService,
     pub accounts: AccountService,
+    pub records: RecordService,
+    pub approvals: ApprovalService,
     pub metrics: Arc<Metrics>,
     pub settings: Arc<Settings>,
 }
@@ -87,8 +92,11 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
             post(auth::sign_in).layer(DefaultBodyLimit::max(auth::MAX_SIGN_IN_BODY)),
         )
         .route("/auth/logout", post(auth::sign_out))
-        .nest("/api/v1", api::router())
-        .nest("/admin/api", admin::router())
+        .nest("/api/v1", api::router().merge(approvals::api_router()))
+        .nest(
+            "/admin/api",
+            admin::router().merge(approvals::admin_router()),
+        )
         .leptos_routes_with_context(
             &state,
             routes,

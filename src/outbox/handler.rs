@@ -83,6 +83,10 @@ pub trait Handler: Send + Sync + 'static {
     /// Performs the side effect once. Must not panic on bad payloads: answer
     /// `Permanent` instead.
     async fn handle(&self, event: &ClaimedEvent) -> Outcome;
+
+    /// Called once an attempt's settlement is durably accepted: a kind's own
+    /// metrics (the engine's are recorded for every kind).
+    fn settled(&self, _settlement: &super::model::Settlement, _metrics: &super::metrics::Metrics) {}
 }
 
 pub struct Registration {

@@ -18,6 +18,12 @@ pub struct Metrics {
     exhausted: IntCounterVec,
     uncertain_sweeps: IntCounterVec,
     handler_latency: HistogramVec,
+    replay_attempts: IntCounterVec,
+    replay_exhausted: IntCounterVec,
+    /// The kinds each source holds: its gauges exist from start-up, and a source's
+    /// gauges never show another source's kinds, even when both share a database.
+    declared:
+        std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
 }
 
 fn must<T>(result: prometheus::Result<T>) -> T {
@@ -90,8 +96,24 @@ impl Metrics {
             ]),
             &["kind"],
         ));
+        let replay_attempts = must(IntCounterVec::new(
+            Opts::new(
+                "herald_approval_action_replay_attempts_total",
+                "Approval lifecycle FieldUpdate replay attempts by lifecycle event and outcome",
+            ),
+            &["lifecycle_event", "outcome"],
+        ));
+        let replay_exhausted = must(IntCounterVec::new(
+            Opts::new(
+                "herald_approval_action_replay_exhausted_total",
+                "Approval lifecycle FieldUpdate replays that ended failed",
+            ),
+            &["lifecycle_event"],
+        ));
         for collector in [
-            Box::new(available.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(replay_attempts.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(replay_exhausted.clone()),
+            Box::new(available.clone()),
             Box::new(events.clone()),
             Box::new(oldest_pending_age.clone()),
             Box::new(expired_leases.clone()),
@@ -112,7 +134,46 @@ impl Metrics {
             exhausted,
             uncertain_sweeps,
             handler_latency,
+            replay_attempts,
+            replay_exhausted,
+            declared: Default::default(),
         }
+    }
+
+    /// Declares that `source` holds `kind`: every gauge of the pair exists from now
+    /// on (at 0 until counted), and the source reports unavailable until its first
+    /// maintenance pass.
+    pub fn declare(&self, source: &str, kind: &str) {
+        self.declared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(source.to_string())
+            .or_default()
+            .insert(kind.to_string());
+        for status in app::dto::DeliveryStatus::ALL {
+            self.events
+                .with_label_values(&[source, kind, status.as_str()])
+                .set(0);
+        }
+        self.oldest_pending_age
+            .with_label_values(&[source, kind])
+            .set(0.0);
+        self.expired_leases
+            .with_label_values(&[source, kind])
+            .set(0);
+        self.available.with_label_values(&[source]);
+    }
+
+    pub fn record_replay_attempt(&self, lifecycle_event: &str, outcome: &str) {
+        self.replay_attempts
+            .with_label_values(&[lifecycle_event, outcome])
+            .inc();
+    }
+
+    pub fn record_replay_exhausted(&self, lifecycle_event: &str) {
+        self.replay_exhausted
+            .with_label_values(&[lifecycle_event])
+            .inc();
     }
 
     pub fn set_available(&self, source: &str, available: bool) {
@@ -142,8 +203,25 @@ impl Metrics {
         let mut oldest: HashMap<&str, i64> = HashMap::new();
         let mut expired: HashMap<&str, i64> = HashMap::new();
         let statuses = app::dto::DeliveryStatus::ALL;
-        let kinds: std::collections::BTreeSet<&str> =
-            stats.rows.iter().map(|r| r.kind.as_str()).collect();
+        let declared = self
+            .declared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(source)
+            .cloned()
+            .unwrap_or_default();
+        // Only this source's kinds: declared ones, and any found under this source.
+        let kinds: std::collections::BTreeSet<&str> = declared
+            .iter()
+            .map(String::as_str)
+            .chain(
+                stats
+                    .rows
+                    .iter()
+                    .filter(|r| r.source == source)
+                    .map(|r| r.kind.as_str()),
+            )
+            .collect();
         for kind in &kinds {
             for status in statuses {
                 self.events

@@ -144,6 +144,7 @@ impl Worker {
 
         let settler = tokio::spawn(settle_loop(
             self.store.clone(),
+            self.registry.clone(),
             self.metrics.clone(),
             in_flight.clone(),
             finished_rx,
@@ -339,6 +340,7 @@ async fn run_one(
 /// Settles finished attempts in batches: whatever has arrived is written together.
 async fn settle_loop(
     store: Arc<dyn OutboxStore>,
+    registry: Arc<Registry>,
     metrics: Arc<Metrics>,
     in_flight: InFlight,
     mut finished: mpsc::Receiver<Finished>,
@@ -382,6 +384,9 @@ async fn settle_loop(
                 tracing::warn!(event_id = %s.event_id, kind = %s.kind,
                     "lease lost before the result was recorded; result dropped");
                 continue;
+            }
+            if let Some(registration) = registry.get(&s.kind) {
+                registration.handler.settled(s, &metrics);
             }
             if let Settle::Failed { exhausted } = s.settle {
                 metrics.record_exhausted(&s.kind);

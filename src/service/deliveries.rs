@@ -53,6 +53,8 @@ pub struct DeliveryService {
     reads: Arc<dyn DeliveryReads>,
     registry: Arc<Registry>,
     default_max_attempts: u32,
+    /// Other sources' stores and handlers (the approvals source), by kind.
+    others: Vec<(Arc<dyn OutboxStore>, Arc<Registry>)>,
 }
 
 impl DeliveryService {
@@ -67,7 +69,24 @@ impl DeliveryService {
             reads,
             registry,
             default_max_attempts,
+            others: Vec::new(),
         }
+    }
+
+    /// Adds a source whose kinds live in another store: retries of its kinds go
+    /// to that store, through the same [`DeliveryService::retry`].
+    pub fn with_source(mut self, store: Arc<dyn OutboxStore>, registry: Arc<Registry>) -> Self {
+        self.others.push((store, registry));
+        self
+    }
+
+    /// The store and registry that own `kind`.
+    fn owner(&self, kind: &str) -> (&Arc<dyn OutboxStore>, &Arc<Registry>) {
+        self.others
+            .iter()
+            .find(|(_, registry)| registry.get(kind).is_some())
+            .map(|(store, registry)| (store, registry))
+            .unwrap_or((&self.store, &self.registry))
     }
 
     pub async fn for_run(
@@ -234,13 +253,12 @@ impl DeliveryService {
         request: RetryRequest,
     ) -> Result<DeliveryView, ServiceError> {
         let viewer = require(viewer, Permission::RunsWrite)?;
-        let max_attempts = self
-            .registry
+        let (store, registry) = self.owner(&request.kind);
+        let max_attempts = registry
             .policy(&request.kind)
             .map(|p| p.max_attempts)
             .unwrap_or(self.default_max_attempts);
-        let outcome = self
-            .store
+        let outcome = store
             .retry_event(&ManualRetry {
                 event_id: event_id.to_string(),
                 kind: request.kind,
@@ -253,8 +271,7 @@ impl DeliveryService {
         match outcome {
             Ok(()) => {
                 tracing::info!(event_id, by = %viewer.name, acknowledged_duplicate_risk = request.allow_uncertain, "delivery retried");
-                let event = self
-                    .store
+                let event = store
                     .get_event(event_id)
                     .await?
                     .ok_or_else(|| ServiceError::NotFound(format!("delivery {event_id:?}")))?;

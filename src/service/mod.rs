@@ -2,7 +2,9 @@
 //! with its permission check. Callers pass the [`Viewer`] they authenticated.
 
 pub mod accounts;
+pub mod approvals;
 pub mod deliveries;
+pub mod records;
 pub mod runs;
 
 use app::dto::{Permission, Viewer};
@@ -20,6 +22,10 @@ pub enum ServiceError {
         field: &'static str,
         message: String,
     },
+    #[error("forbidden: {0}")]
+    Refused(String),
+    #[error("{0}")]
+    Unavailable(String),
     #[error("{0} not found")]
     NotFound(String),
     #[error("{0}")]
@@ -116,11 +122,21 @@ mod tests {
         assert!(require(Some(&operator), Permission::RunsWrite).is_ok());
         assert!(require(Some(&operator), Permission::DataRead).is_err());
         assert!(require(Some(&operator), Permission::UsersManage).is_err());
+        assert!(require(Some(&reader), Permission::RecordsRead).is_ok());
+        assert!(require(Some(&reader), Permission::RecordsWrite).is_err());
+        assert!(require(Some(&reader), Permission::ApprovalsSubmit).is_err());
+        assert!(require(Some(&operator), Permission::RecordsWrite).is_ok());
+        assert!(require(Some(&operator), Permission::ApprovalsSubmit).is_ok());
+        assert!(require(Some(&operator), Permission::DefinitionsManage).is_err());
         for p in [
             Permission::RunsRead,
             Permission::RunsWrite,
             Permission::UsersManage,
             Permission::DataRead,
+            Permission::RecordsRead,
+            Permission::RecordsWrite,
+            Permission::ApprovalsSubmit,
+            Permission::DefinitionsManage,
         ] {
             assert!(require(Some(&admin), p).is_ok());
         }

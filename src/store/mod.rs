@@ -2,10 +2,12 @@
 //! SQLite, PostgreSQL and MySQL/MariaDB engines. Engine differences live in
 //! [`engine`]; everything else is written once.
 
+mod approvals;
 mod deliveries;
 pub mod engine;
 mod outbox;
 pub mod ports;
+mod records;
 mod row;
 mod runs;
 mod sessions;
@@ -18,7 +20,9 @@ use std::time::Duration;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, ConnectOptions, Executor};
 
+pub use approvals::StatusCount;
 pub use engine::Engine;
+pub use records::Record;
 
 /// Errors at the storage boundary.
 #[derive(Debug, thiserror::Error)]

@@ -38,7 +38,7 @@ const CLAIM_COLUMNS: &str =
      attempts, cycle, cycle_attempts, max_attempts, lease_token";
 
 /// The fence every worker write carries.
-const FENCE: &str = "lease_token = ? AND status = 'processing' AND lease_expires_at > ";
+pub(super) const FENCE: &str = "lease_token = ? AND status = 'processing' AND lease_expires_at > ";
 
 pub(super) fn event_from_row(row: &AnyRow) -> Result<EventRecord, StoreError> {
     let status = text(row, "status")?;

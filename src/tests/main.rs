@@ -4,6 +4,9 @@
 mod faults;
 mod support;
 
+mod approvals_contract;
+mod approvals_crash;
+mod approvals_http;
 mod claim_faults;
 mod cli;
 mod console_contract;

@@ -379,6 +379,15 @@ pub struct HeraldProcess {
 impl HeraldProcess {
     /// Starts `herald serve` on `database_url`; `extra` must include `--listen`.
     pub fn spawn(database_url: &str, extra: &[&str]) -> HeraldProcess {
+        Self::spawn_with_env(database_url, extra, &[])
+    }
+
+    /// [`HeraldProcess::spawn`] with extra environment variables.
+    pub fn spawn_with_env(
+        database_url: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> HeraldProcess {
         let log = std::fs::File::create(std::env::temp_dir().join(format!(
             "herald-child-{}.log",
             uuid::Uuid::new_v4().simple()
@@ -391,6 +400,7 @@ impl HeraldProcess {
             .args(extra)
             .env("HERALD_ADMIN_PASSWORD", ADMIN_PASSWORD)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(std::process::Stdio::null())
             .stderr(log)
             .spawn()

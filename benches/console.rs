@@ -1,0 +1,335 @@
+//! Console render times at scale: 1,000,000 runs and 3,000,000 outbox events.
+//!
+//! `cargo bench --bench console -- [sqlite|postgres] [runs N] [requests N]`
+//! With no arguments: SQLite and PostgreSQL, 1,000,000 runs, 200 timed requests per page.
+//!
+//! The store is seeded in bulk with SQL, then a real `herald serve` (the release
+//! binary) serves it in its own process, and this process times the server-side
+//! render of each console page over HTTP on loopback, as a browser's first load
+//! sees it. PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
+//! Figures go to stdout as Markdown table rows for docs/BENCHMARKS.md.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use herald::store::{Engine, SqlStore, StoreOptions};
+use sqlx::{AnyConnection, Connection, Executor};
+
+/// One run in this many has a `failed` delivery, one in `UNCERTAIN_EVERY` an
+/// `uncertain` one, one in `PENDING_EVERY` a `pending` one: "needs attention" is rare.
+const FAILED_EVERY: i64 = 1_000;
+const UNCERTAIN_EVERY: i64 = 5_000;
+const PENDING_EVERY: i64 = 100;
+const BASE_MS: i64 = 1_760_000_000_000;
+
+struct Args {
+    engines: Vec<Engine>,
+    runs: i64,
+    requests: usize,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        engines: Vec::new(),
+        runs: 1_000_000,
+        requests: 200,
+    };
+    let mut it = std::env::args().skip(1).filter(|a| a != "--bench");
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "sqlite" => args.engines.push(Engine::Sqlite),
+            "postgres" => args.engines.push(Engine::Postgres),
+            "runs" => args.runs = it.next().and_then(|n| n.parse().ok()).expect("runs N"),
+            "requests" => {
+                args.requests = it.next().and_then(|n| n.parse().ok()).expect("requests N")
+            }
+            other => panic!("unknown argument {other:?}"),
+        }
+    }
+    if args.engines.is_empty() {
+        args.engines = vec![Engine::Sqlite, Engine::Postgres];
+    }
+    args
+}
+
+/// A fresh database for one engine; dropped again at the end.
+struct BenchDb {
+    url: String,
+    cleanup: Option<(String, String)>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+async fn fresh_db(engine: Engine) -> BenchDb {
+    match engine {
+        Engine::Sqlite => {
+            let dir = tempfile::tempdir().expect("temp dir");
+            BenchDb {
+                url: format!("sqlite://{}/herald.db", dir.path().display()),
+                cleanup: None,
+                _dir: Some(dir),
+            }
+        }
+        Engine::Postgres => {
+            let admin = std::env::var("HERALD_BENCH_POSTGRES_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+            let name = format!("herald_bench_console_{}", std::process::id());
+            let mut conn = AnyConnection::connect(&admin).await.expect("postgres");
+            conn.execute(format!("CREATE DATABASE {name}").as_str())
+                .await
+                .expect("create database");
+            let mut url = url::Url::parse(&admin).unwrap();
+            url.set_path(&format!("/{name}"));
+            BenchDb {
+                url: url.to_string(),
+                cleanup: Some((admin, name)),
+                _dir: None,
+            }
+        }
+        Engine::MySql => unimplemented!("the console benchmark covers SQLite and PostgreSQL"),
+    }
+}
+
+impl BenchDb {
+    async fn drop_db(self) {
+        if let Some((admin, name)) = self.cleanup {
+            let mut conn = AnyConnection::connect(&admin).await.expect("postgres");
+            let _ = conn
+                .execute(format!("DROP DATABASE {name} WITH (FORCE)").as_str())
+                .await;
+        }
+    }
+}
+
+/// Bulk seed: `runs` finished runs over 20 types and 500 tenants, each with a
+/// callback and two route deliveries (three events), statuses spread as above.
+fn seed_sql(engine: Engine, runs: i64) -> Vec<String> {
+    let (numbers, id, text) = match engine {
+        Engine::Sqlite => (
+            format!(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {runs})"
+            ),
+            "printf('0190%012d', i)",
+            "",
+        ),
+        Engine::Postgres => (
+            format!("WITH n(i) AS (SELECT generate_series(1, {runs})::bigint)"),
+            "'0190' || lpad(i::text, 12, '0')",
+            "::text",
+        ),
+        Engine::MySql => unimplemented!(),
+    };
+    let at = format!("{BASE_MS} + i * 1000");
+    let status = |offset: i64| {
+        format!(
+            "CASE WHEN (i + {offset}) % {FAILED_EVERY} = 0 THEN 'failed' \
+             WHEN (i + {offset}) % {UNCERTAIN_EVERY} = 1 THEN 'uncertain' \
+             WHEN (i + {offset}) % {PENDING_EVERY} = 2 THEN 'pending' ELSE 'completed' END"
+        )
+    };
+    let mut statements = vec![format!(
+        "{numbers} INSERT INTO runs (id, run_type, tenant, status, callback_url, routes, result, \
+         transition_seq, created_at, updated_at) \
+         SELECT {id}, 'type-' || (i % 20){text}, 'tenant-' || (i % 500){text}, 'succeeded', \
+         'https://hooks.example.com/runs/' || i{text}, '[\"ops-hook\",\"ops-chat\"]', '{{\"rows\":1200}}', \
+         2, {at}, {at} FROM n"
+    )];
+    for (kind, prefix, suffix, offset) in [
+        ("callback", "callback_", "_succeeded_2", 0),
+        ("delivery", "deliver_", "_ops-hook", 3),
+        ("delivery", "deliver_", "_ops-chat", 7),
+    ] {
+        let state = status(offset);
+        statements.push(format!(
+            "{numbers} INSERT INTO outbox_events (event_id, source, kind, parent_type, parent_id, payload, \
+             redeliverable, status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, \
+             last_error, last_status_code, created_at, updated_at, completed_at, failed_at, uncertain_at) \
+             SELECT '{prefix}' || {id} || '{suffix}', 'jobs', '{kind}', 'run', {id}, '{{}}', 1, {state}, \
+             1, 1, 1, 6, {at}, NULL, 200, {at}, {at}, {at}, NULL, NULL FROM n"
+        ));
+    }
+    statements.push(
+        "INSERT INTO run_types (run_type) SELECT DISTINCT run_type FROM runs \
+         WHERE run_type NOT IN (SELECT run_type FROM run_types)"
+            .into(),
+    );
+    statements.push("ANALYZE".into());
+    statements
+}
+
+async fn seed(db: &BenchDb, engine: Engine, runs: i64) {
+    let store = SqlStore::open(&StoreOptions {
+        url: db.url.clone(),
+        max_connections: 2,
+    })
+    .await
+    .expect("open and migrate");
+    let started = Instant::now();
+    for sql in seed_sql(engine, runs) {
+        store.pool().execute(sql.as_str()).await.expect("seed");
+    }
+    eprintln!(
+        "seeded {runs} runs and {} events on {} in {:.0?}",
+        runs * 3,
+        engine.name(),
+        started.elapsed()
+    );
+    store.close().await;
+}
+
+fn herald() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_herald"))
+}
+
+fn admin_token(db_url: &str) -> String {
+    let out = herald()
+        .args(["token", "create", "--name", "bench", "--role", "admin"])
+        .args(["--database-url", db_url])
+        .output()
+        .expect("herald token create");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.lines()
+        .map(str::trim)
+        .find(|line| line.starts_with(herald::auth::token::TOKEN_PREFIX))
+        .map(str::to_string)
+        .expect("a token in the output")
+}
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn serve(db_url: &str) -> Server {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = herald()
+        .arg("serve")
+        .args(["--database-url", db_url])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--site-root", std::env::temp_dir().to_str().unwrap()])
+        // The seeded deliveries point nowhere: workers stay idle so only rendering is timed.
+        .args(["--worker-poll-interval-ms", "600000"])
+        .env("HERALD_ADMIN_PASSWORD", "bench-admin-password")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("herald serve");
+    let server = Server {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    };
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Ok(resp) = client.get(format!("{}/readyz", server.base)).send().await {
+            if resp.status().is_success() {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "herald did not become ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index]
+}
+
+async fn time_page(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    path: &str,
+    n: usize,
+) -> String {
+    let get = || async {
+        let started = Instant::now();
+        let resp = client
+            .get(format!("{base}{path}"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("request");
+        let status = resp.status();
+        let body = resp.text().await.expect("body");
+        assert!(status.is_success(), "{path}: {status}");
+        (started.elapsed(), body.len())
+    };
+    for _ in 0..10 {
+        get().await;
+    }
+    let mut times = Vec::with_capacity(n);
+    let mut bytes = 0;
+    for _ in 0..n {
+        let (took, len) = get().await;
+        times.push(took);
+        bytes = len;
+    }
+    times.sort();
+    let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1000.0);
+    format!(
+        "| `{path}` | {} | {} | {} | {} | {} KiB |",
+        ms(percentile(&times, 0.5)),
+        ms(percentile(&times, 0.95)),
+        ms(percentile(&times, 0.99)),
+        ms(*times.last().unwrap()),
+        bytes / 1024
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let args = parse_args();
+    sqlx::any::install_default_drivers();
+    herald::channels::install_crypto_provider();
+    for engine in args.engines {
+        let db = fresh_db(engine).await;
+        seed(&db, engine, args.runs).await;
+        let token = admin_token(&db.url);
+        let server = serve(&db.url).await;
+        let client = reqwest::Client::new();
+        println!(
+            "\n{} — {} runs, {} events, {} requests per page (after 10 warm-up)\n",
+            engine.name(),
+            args.runs,
+            args.runs * 3,
+            args.requests
+        );
+        println!("| page | p50 ms | p95 ms | p99 ms | max ms | size |");
+        println!("| --- | --- | --- | --- | --- | --- |");
+        let newest = format!("0190{:012}", args.runs);
+        for path in [
+            "/runs".to_string(),
+            "/runs?delivery=needs_attention".to_string(),
+            "/runs?delivery=failed&type=type-7".to_string(),
+            "/runs?tenant=tenant-42".to_string(),
+            format!("/runs/{newest}"),
+            "/deliveries".to_string(),
+            "/deliveries?status=needs_attention".to_string(),
+        ] {
+            println!(
+                "{}",
+                time_page(&client, &server.base, &token, &path, args.requests).await
+            );
+        }
+        drop(server);
+        db.drop_db().await;
+    }
+}

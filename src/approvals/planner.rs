@@ -1,0 +1,191 @@
+//! What an approval's lifecycle transition owes, as outbox events with
+//! deterministic ids (DESIGN §2): the approval prompt to the step's approver route
+//! (`approval_<id>`; later steps `approval_<id>_step<n>`), one `alert` per Alert
+//! action (`alert_<id>_<event>_<seq>_<action>`), and the one Recall replay event
+//! (`recall_<id>_<seq>`) holding the frozen FieldUpdate instructions.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{
+    kinds, Action, Definition, Instance, LifecycleEvent, ReplayPayload, Step, PARENT_TYPE,
+};
+use crate::notifications::{DeliveryPayload, NotificationPlanner};
+use crate::outbox::model::{NewEvent, Source};
+use crate::outbox::policy::RetryPolicy;
+
+/// An approval prompt's frozen payload: which approval it asks about (its handler
+/// re-checks that the approval still waits on this step) and how it leaves.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptPayload {
+    pub approval_id: String,
+    pub step_index: i64,
+    pub delivery: DeliveryPayload,
+}
+
+pub struct ApprovalPlanner {
+    routes: Arc<NotificationPlanner>,
+    max_attempts: u32,
+    replay_max_attempts: u32,
+}
+
+impl ApprovalPlanner {
+    pub fn new(
+        routes: Arc<NotificationPlanner>,
+        policy: &RetryPolicy,
+        replay_policy: &RetryPolicy,
+    ) -> Self {
+        ApprovalPlanner {
+            routes,
+            max_attempts: policy.max_attempts,
+            replay_max_attempts: replay_policy.max_attempts,
+        }
+    }
+
+    pub fn has_route(&self, name: &str) -> bool {
+        self.routes.has_route(name)
+    }
+
+    /// The prompt's event id for step `index` of approval `id`.
+    pub fn prompt_id(approval_id: &str, index: i64) -> String {
+        if index == 0 {
+            format!("approval_{approval_id}")
+        } else {
+            format!("approval_{approval_id}_step{index}")
+        }
+    }
+
+    /// The prompt of the step `instance` now waits on, if the step names a route.
+    pub fn prompt(&self, definition: &Definition, instance: &Instance) -> Option<NewEvent> {
+        let step: &Step = definition.steps.get(instance.step_index as usize)?;
+        let route = self.routes.route(step.route.as_deref()?)?;
+        let body = serde_json::json!({
+            "event": "approval.requested",
+            "approval_id": instance.id,
+            "definition_id": definition.id,
+            "definition_version": definition.version,
+            "object": instance.object,
+            "record_id": instance.record_id,
+            "step": step.name,
+            "approver": { step.approver.kind(): step.approver.name() },
+            "submitted_by": instance.submitted_by,
+        });
+        let text = format!(
+            "Approval {} of {} {} waits on step {:?} ({} {}), submitted by {}.",
+            instance.id,
+            instance.object,
+            instance.record_id,
+            step.name,
+            step.approver.kind(),
+            step.approver.name(),
+            instance.submitted_by
+        );
+        let (delivery, redeliverable) = self.routes.route_payload(route, &body, &text);
+        let delivery: DeliveryPayload = serde_json::from_str(&delivery).ok()?;
+        let payload = PromptPayload {
+            approval_id: instance.id.clone(),
+            step_index: instance.step_index,
+            delivery,
+        };
+        Some(self.event(
+            Self::prompt_id(&instance.id, instance.step_index),
+            kinds::APPROVAL_PROMPT,
+            instance,
+            serde_json::to_string(&payload).ok()?,
+            redeliverable,
+            self.max_attempts,
+        ))
+    }
+
+    /// One `alert` event per Alert action of `event` (`instance` as committed).
+    pub fn alerts(
+        &self,
+        definition: &Definition,
+        instance: &Instance,
+        event: LifecycleEvent,
+        actor: &str,
+    ) -> Vec<NewEvent> {
+        let mut events = Vec::new();
+        for action in definition.actions.for_event(event) {
+            let Action::Alert { id, name, route } = action else {
+                continue;
+            };
+            let Some(route) = self.routes.route(route) else {
+                continue;
+            };
+            let body = serde_json::json!({
+                "event": format!("approval.{}", event.label()),
+                "approval_id": instance.id,
+                "action_id": id,
+                "action_name": name,
+                "definition_id": definition.id,
+                "object": instance.object,
+                "record_id": instance.record_id,
+                "status": instance.status.as_str(),
+                "actor": actor,
+            });
+            let text = format!(
+                "Approval {} of {} {}: {} by {} ({}).",
+                instance.id,
+                instance.object,
+                instance.record_id,
+                event.as_str(),
+                actor,
+                if name.is_empty() { id } else { name }
+            );
+            let (payload, redeliverable) = self.routes.route_payload(route, &body, &text);
+            events.push(self.event(
+                format!(
+                    "alert_{}_{}_{}_{}",
+                    instance.id,
+                    event.label(),
+                    instance.transition_seq,
+                    id
+                ),
+                kinds::ALERT,
+                instance,
+                payload,
+                redeliverable,
+                self.max_attempts,
+            ));
+        }
+        events
+    }
+
+    /// The one replay event of a recall: keyed by the instance and the recall's
+    /// transition sequence.
+    pub fn replay(&self, instance: &Instance, payload: &ReplayPayload) -> NewEvent {
+        self.event(
+            format!("recall_{}_{}", instance.id, instance.transition_seq),
+            kinds::FIELD_UPDATE,
+            instance,
+            serde_json::to_string(payload).unwrap_or_default(),
+            true,
+            self.replay_max_attempts,
+        )
+    }
+
+    fn event(
+        &self,
+        event_id: String,
+        kind: &str,
+        instance: &Instance,
+        payload: String,
+        redeliverable: bool,
+        max_attempts: u32,
+    ) -> NewEvent {
+        NewEvent {
+            event_id,
+            source: Source::Approvals,
+            kind: kind.to_string(),
+            parent_type: PARENT_TYPE.into(),
+            parent_id: instance.id.clone(),
+            payload,
+            redeliverable,
+            max_attempts,
+            delay_ms: 0,
+        }
+    }
+}

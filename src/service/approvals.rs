@@ -1,0 +1,677 @@
+//! Approvals: definitions, and the lifecycle — Submit, Approve, Reject, Recall —
+//! each one transaction in the approvals store together with every event it owes.
+//! Submit, Approve and Reject FieldUpdates run synchronously inside their
+//! transaction; Recall FieldUpdates are resolved inside the recall transaction and
+//! written as ONE durable `field_update` replay event (seed 000), and recall fails
+//! closed when they exist but no durable outbox is wired.
+
+use std::sync::Arc;
+
+use app::dto::{Permission, Role, Viewer};
+use serde::{Deserialize, Serialize};
+
+use super::{format_ms, require, ServiceError};
+use crate::approvals::model::{
+    kinds, Action, ActorSnapshot, Definition, DefinitionSpec, FrozenTarget, Instance,
+    InstanceStatus, LifecycleEvent, Node, ReplayInstruction, ReplayPayload, WorkItem, PARENT_TYPE,
+};
+use crate::approvals::planner::ApprovalPlanner;
+use crate::outbox::model::NewEvent;
+use crate::outbox::Outbox;
+use crate::store::ports::{OutboxStore, WriteTx};
+use crate::store::{SqlStore, StatusCount};
+
+/// The body of `POST /api/v1/approvals`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitRequest {
+    pub definition_id: String,
+    pub record_id: String,
+}
+
+/// An event an approval owes, as readers see it (no payload).
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+pub struct ApprovalEvent {
+    pub event_id: String,
+    pub kind: String,
+    pub status: String,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+}
+
+/// An approval as the API returns it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ApprovalView {
+    pub id: String,
+    pub definition_id: String,
+    pub definition_version: i64,
+    pub object: String,
+    pub record_id: String,
+    pub status: InstanceStatus,
+    pub step: i64,
+    pub submitted_by: String,
+    pub decided_by: Option<String>,
+    pub transition_seq: i64,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Event ids this call committed (lifecycle calls only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub committed_events: Vec<String>,
+}
+
+/// An approval with its nodes, work items and events.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ApprovalDetail {
+    #[serde(flatten)]
+    pub approval: ApprovalView,
+    pub nodes: Vec<serde_json::Value>,
+    pub work_items: Vec<serde_json::Value>,
+    pub events: Vec<ApprovalEvent>,
+}
+
+/// `GET /admin/api/approval-action-replay`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ReplayStatus {
+    pub counts: Vec<StatusCount>,
+    pub failed: Vec<FailedReplay>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct FailedReplay {
+    pub event_id: String,
+    pub approval_id: String,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    pub failed_at: Option<String>,
+    pub alerted_at: Option<String>,
+    /// The frozen instructions; only with `data:read`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload: Option<serde_json::Value>,
+}
+
+#[derive(Clone)]
+pub struct ApprovalService {
+    store: SqlStore,
+    /// The approvals store's durable outbox; `None` when not wired (recall with
+    /// FieldUpdates then fails closed).
+    outbox: Option<Outbox>,
+    planner: Arc<ApprovalPlanner>,
+}
+
+fn view(instance: Instance, committed_events: Vec<String>) -> ApprovalView {
+    ApprovalView {
+        id: instance.id,
+        definition_id: instance.definition_id,
+        definition_version: instance.definition_version,
+        object: instance.object,
+        record_id: instance.record_id,
+        status: instance.status,
+        step: instance.step_index + 1,
+        submitted_by: instance.submitted_by,
+        decided_by: instance.decided_by,
+        transition_seq: instance.transition_seq,
+        created_at: format_ms(instance.created_at_ms),
+        updated_at: format_ms(instance.updated_at_ms),
+        committed_events,
+    }
+}
+
+fn actor(viewer: &Viewer) -> ActorSnapshot {
+    ActorSnapshot {
+        name: viewer.name.clone(),
+        role: viewer.role,
+    }
+}
+
+impl ApprovalService {
+    /// `outbox` must be the approvals store's own: a transition and its events
+    /// commit in one transaction.
+    pub fn new(store: SqlStore, outbox: Option<Outbox>, planner: Arc<ApprovalPlanner>) -> Self {
+        ApprovalService {
+            store,
+            outbox,
+            planner,
+        }
+    }
+
+    pub fn store(&self) -> &SqlStore {
+        &self.store
+    }
+
+    // ---- definitions -------------------------------------------------------
+
+    /// Stores a definition (a new version when it changed). `viewer` None is the
+    /// config file at start-up.
+    pub async fn put_definition(
+        &self,
+        viewer: Option<&Viewer>,
+        spec: DefinitionSpec,
+    ) -> Result<Definition, ServiceError> {
+        let by = require(viewer, Permission::DefinitionsManage)?.name.clone();
+        self.store_definition(spec, &by).await
+    }
+
+    /// Loads the config file's definitions (system context).
+    pub async fn load_configured(&self, specs: &[DefinitionSpec]) -> Result<(), ServiceError> {
+        for spec in specs {
+            self.store_definition(spec.clone(), "config").await?;
+        }
+        Ok(())
+    }
+
+    async fn store_definition(
+        &self,
+        spec: DefinitionSpec,
+        by: &str,
+    ) -> Result<Definition, ServiceError> {
+        spec.validate(|route| self.planner.has_route(route))
+            .map_err(|(part, message)| ServiceError::Invalid {
+                field: match part.as_str() {
+                    "id" => "id",
+                    "object" => "object",
+                    "steps" => "steps",
+                    _ => "actions",
+                },
+                message,
+            })?;
+        Ok(self.store.put_definition(&spec, by).await?)
+    }
+
+    pub async fn definitions(
+        &self,
+        viewer: Option<&Viewer>,
+    ) -> Result<Vec<Definition>, ServiceError> {
+        require(viewer, Permission::RecordsRead)?;
+        Ok(self.store.definitions().await?)
+    }
+
+    // ---- reading -----------------------------------------------------------
+
+    pub async fn list(&self, viewer: Option<&Viewer>) -> Result<Vec<ApprovalView>, ServiceError> {
+        require(viewer, Permission::RecordsRead)?;
+        let instances = self.store.instances(200).await?;
+        Ok(instances.into_iter().map(|i| view(i, Vec::new())).collect())
+    }
+
+    pub async fn get(
+        &self,
+        viewer: Option<&Viewer>,
+        id: &str,
+    ) -> Result<ApprovalDetail, ServiceError> {
+        require(viewer, Permission::RecordsRead)?;
+        let instance = self
+            .store
+            .instance(id)
+            .await?
+            .ok_or_else(|| ServiceError::NotFound(format!("approval {id:?}")))?;
+        let nodes: Vec<Node> = self.store.nodes(id).await?;
+        let items: Vec<WorkItem> = self.store.work_items(id).await?;
+        let events = self
+            .store
+            .events_for_parent(PARENT_TYPE, id)
+            .await?
+            .into_iter()
+            .map(|e| ApprovalEvent {
+                event_id: e.event_id,
+                kind: e.kind,
+                status: e.status.as_str().to_string(),
+                attempts: e.attempts,
+                last_error: e.last_error,
+            })
+            .collect();
+        Ok(ApprovalDetail {
+            approval: view(instance, Vec::new()),
+            nodes: nodes
+                .into_iter()
+                .map(|n| serde_json::to_value(n).unwrap_or_default())
+                .collect(),
+            work_items: items
+                .into_iter()
+                .map(|w| serde_json::to_value(w).unwrap_or_default())
+                .collect(),
+            events,
+        })
+    }
+
+    /// Replay counts by status and the failed replay rows (payloads only with
+    /// `data:read`).
+    pub async fn replay_status(
+        &self,
+        viewer: Option<&Viewer>,
+    ) -> Result<ReplayStatus, ServiceError> {
+        let viewer = require(viewer, Permission::RecordsRead)?;
+        let counts = self.store.kind_counts(kinds::FIELD_UPDATE).await?;
+        let rows = self
+            .store
+            .events_of_kind(kinds::FIELD_UPDATE, "failed", 200)
+            .await?;
+        let full = viewer.can(Permission::DataRead);
+        let failed = rows
+            .into_iter()
+            .map(|e| FailedReplay {
+                payload: full.then(|| serde_json::from_str(&e.payload).unwrap_or_default()),
+                event_id: e.event_id,
+                approval_id: e.parent_id,
+                attempts: e.attempts,
+                last_error: if full {
+                    e.last_error
+                } else {
+                    e.last_error
+                        .map(|_| "redacted (needs data:read)".to_string())
+                },
+                failed_at: e.failed_at.map(format_ms),
+                alerted_at: e.alerted_at.map(format_ms),
+            })
+            .collect();
+        Ok(ReplayStatus { counts, failed })
+    }
+
+    // ---- lifecycle ---------------------------------------------------------
+
+    pub async fn submit(
+        &self,
+        viewer: Option<&Viewer>,
+        request: SubmitRequest,
+    ) -> Result<ApprovalView, ServiceError> {
+        let viewer = require(viewer, Permission::ApprovalsSubmit)?;
+        let definition = self
+            .store
+            .definition(&request.definition_id, None)
+            .await?
+            .ok_or_else(|| {
+                ServiceError::invalid(
+                    "definition_id",
+                    format!("no definition is named {:?}", request.definition_id),
+                )
+            })?;
+        let mut tx = self.store.begin_tx().await?;
+        let record = self
+            .store
+            .lock_record(&mut tx, &request.record_id)
+            .await?
+            .ok_or_else(|| {
+                ServiceError::invalid(
+                    "record_id",
+                    format!("no record has id {:?}", request.record_id),
+                )
+            })?;
+        if record.object != definition.object {
+            return Err(ServiceError::invalid(
+                "record_id",
+                format!(
+                    "record {} is a {}; definition {} approves {} records",
+                    record.id, record.object, definition.id, definition.object
+                ),
+            ));
+        }
+        if let Some(pending) = self.store.pending_instance_of(&mut tx, &record.id).await? {
+            return Err(ServiceError::Conflict(format!(
+                "record {} already has a pending approval ({pending})",
+                record.id
+            )));
+        }
+        let instance = self
+            .store
+            .create_instance(&mut tx, &definition, &record.id, &viewer.name)
+            .await?;
+        self.apply_now(&mut tx, &definition, &instance, LifecycleEvent::Submit)
+            .await?;
+        let mut events: Vec<NewEvent> = self
+            .planner
+            .prompt(&definition, &instance)
+            .into_iter()
+            .collect();
+        events.extend(self.planner.alerts(
+            &definition,
+            &instance,
+            LifecycleEvent::Submit,
+            &viewer.name,
+        ));
+        let ids = self.commit(tx, &events).await?;
+        tracing::info!(approval_id = %instance.id, definition = %definition.id, by = %viewer.name, "approval submitted");
+        Ok(view(instance, ids))
+    }
+
+    pub async fn approve(
+        &self,
+        viewer: Option<&Viewer>,
+        id: &str,
+    ) -> Result<ApprovalView, ServiceError> {
+        self.decide(viewer, id, LifecycleEvent::Approve).await
+    }
+
+    pub async fn reject(
+        &self,
+        viewer: Option<&Viewer>,
+        id: &str,
+    ) -> Result<ApprovalView, ServiceError> {
+        self.decide(viewer, id, LifecycleEvent::Reject).await
+    }
+
+    async fn open_instance(
+        &self,
+        tx: &mut WriteTx,
+        id: &str,
+        event: LifecycleEvent,
+    ) -> Result<(Instance, Definition), ServiceError> {
+        let instance = self
+            .store
+            .lock_instance(tx, id)
+            .await?
+            .ok_or_else(|| ServiceError::NotFound(format!("approval {id:?}")))?;
+        if instance.status != InstanceStatus::Pending {
+            return Err(ServiceError::Conflict(format!(
+                "the approval is {}; only a pending approval can take {}",
+                instance.status.as_str(),
+                event.as_str()
+            )));
+        }
+        let definition = self
+            .store
+            .definition_in(
+                tx,
+                &instance.definition_id,
+                Some(instance.definition_version),
+            )
+            .await?
+            .ok_or_else(|| {
+                ServiceError::Internal(format!(
+                    "definition {} v{} vanished",
+                    instance.definition_id, instance.definition_version
+                ))
+            })?;
+        Ok((instance, definition))
+    }
+
+    async fn decide(
+        &self,
+        viewer: Option<&Viewer>,
+        id: &str,
+        event: LifecycleEvent,
+    ) -> Result<ApprovalView, ServiceError> {
+        let viewer = viewer.ok_or(ServiceError::Unauthenticated)?;
+        let mut tx = self.store.begin_tx().await?;
+        let (instance, definition) = self.open_instance(&mut tx, id, event).await?;
+        let step_index = instance.step_index;
+        let step = definition.steps.get(step_index as usize).ok_or_else(|| {
+            ServiceError::Internal(format!("approval {id} is past its last step"))
+        })?;
+        if !step.approver.includes(viewer) {
+            return Err(ServiceError::Refused(format!(
+                "step {:?} is decided by {} {}, not by {}",
+                step.name,
+                step.approver.kind(),
+                step.approver.name(),
+                viewer.name
+            )));
+        }
+        let last = step_index as usize + 1 == definition.steps.len();
+        let prompt = ApprovalPlanner::prompt_id(&instance.id, step_index);
+        self.store
+            .skip_pending_in(
+                &mut tx,
+                &prompt,
+                &format!(
+                    "the step was decided ({}) before the prompt was sent",
+                    event.as_str()
+                ),
+            )
+            .await?;
+        let mut events = Vec::new();
+        let instance = if event == LifecycleEvent::Approve && !last {
+            let moved = self
+                .store
+                .transition_instance(
+                    &mut tx,
+                    &instance,
+                    InstanceStatus::Pending,
+                    step_index + 1,
+                    &viewer.name,
+                    false,
+                )
+                .await?;
+            self.store
+                .close_step(
+                    &mut tx,
+                    &instance.id,
+                    step_index,
+                    InstanceStatus::Approved,
+                    &viewer.name,
+                )
+                .await?;
+            self.store
+                .open_step(
+                    &mut tx,
+                    &moved.id,
+                    step_index + 1,
+                    &definition.steps[step_index as usize + 1],
+                )
+                .await?;
+            events.extend(self.planner.prompt(&definition, &moved));
+            moved
+        } else {
+            let status = if event == LifecycleEvent::Approve {
+                InstanceStatus::Approved
+            } else {
+                InstanceStatus::Rejected
+            };
+            let decided = self
+                .store
+                .transition_instance(&mut tx, &instance, status, step_index, &viewer.name, true)
+                .await?;
+            self.apply_now(&mut tx, &definition, &decided, event)
+                .await?;
+            events.extend(
+                self.planner
+                    .alerts(&definition, &decided, event, &viewer.name),
+            );
+            decided
+        };
+        let ids = self.commit(tx, &events).await?;
+        tracing::info!(approval_id = %instance.id, event = event.as_str(), by = %viewer.name, "approval decided");
+        Ok(view(instance, ids))
+    }
+
+    /// Recall: resolves the Recall FieldUpdates (lookups included) inside the
+    /// transaction, writes ONE replay event with the frozen instructions, and marks
+    /// the instance, its nodes and work items removed — all or nothing.
+    pub async fn recall(
+        &self,
+        viewer: Option<&Viewer>,
+        id: &str,
+    ) -> Result<ApprovalView, ServiceError> {
+        let viewer = require(viewer, Permission::ApprovalsSubmit)?;
+        let mut tx = self.store.begin_tx().await?;
+        let (instance, definition) = self
+            .open_instance(&mut tx, id, LifecycleEvent::Recall)
+            .await?;
+        if instance.submitted_by != viewer.name && viewer.role != Role::Admin {
+            return Err(ServiceError::Refused(format!(
+                "only the submitter ({}) or an admin may recall this approval",
+                instance.submitted_by
+            )));
+        }
+        let mut instructions = Vec::new();
+        for action in definition.actions.for_event(LifecycleEvent::Recall) {
+            if let Action::FieldUpdate {
+                id: action_id,
+                name,
+                field_path,
+                value,
+            } = action
+            {
+                let target = self.resolve(&mut tx, &instance, field_path).await?;
+                instructions.push(ReplayInstruction {
+                    action_id: action_id.clone(),
+                    action_name: name.clone(),
+                    field_path: field_path.clone(),
+                    value: value.clone(),
+                    target,
+                });
+            }
+        }
+        if !instructions.is_empty() && self.outbox.is_none() {
+            return Err(ServiceError::Unavailable(
+                "recall refused: the definition has Recall FieldUpdates and no durable outbox is wired to replay them; nothing was changed".into(),
+            ));
+        }
+        let step_prompt = ApprovalPlanner::prompt_id(&instance.id, instance.step_index);
+        self.store
+            .skip_pending_in(
+                &mut tx,
+                &step_prompt,
+                "the approval was recalled before the prompt was sent",
+            )
+            .await?;
+        let removed = self
+            .store
+            .transition_instance(
+                &mut tx,
+                &instance,
+                InstanceStatus::Removed,
+                instance.step_index,
+                &viewer.name,
+                true,
+            )
+            .await?;
+        let mut events = Vec::new();
+        if !instructions.is_empty() {
+            events.push(self.planner.replay(
+                &removed,
+                &ReplayPayload {
+                    lifecycle_event: LifecycleEvent::Recall,
+                    process_instance_id: removed.id.clone(),
+                    definition_id: definition.id.clone(),
+                    definition_version: definition.version,
+                    object: removed.object.clone(),
+                    record_id: removed.record_id.clone(),
+                    actor: actor(viewer),
+                    instructions,
+                },
+            ));
+        }
+        events.extend(self.planner.alerts(
+            &definition,
+            &removed,
+            LifecycleEvent::Recall,
+            &viewer.name,
+        ));
+        let ids = self.commit(tx, &events).await?;
+        tracing::info!(approval_id = %removed.id, by = %viewer.name, events = ids.len(), "approval recalled");
+        Ok(view(removed, ids))
+    }
+
+    /// Resolves `field_path` from the instance's record: each `Rel.` hop follows
+    /// the lookup field `RelId` to a record of object `Rel`; the last part is the
+    /// field. Reads (and locks) inside `tx`.
+    async fn resolve(
+        &self,
+        tx: &mut WriteTx,
+        instance: &Instance,
+        field_path: &str,
+    ) -> Result<FrozenTarget, ServiceError> {
+        let parts: Vec<&str> = field_path.split('.').collect();
+        let (field, hops) = parts
+            .split_last()
+            .ok_or_else(|| ServiceError::invalid("field_path", "is empty"))?;
+        let mut record = self
+            .store
+            .lock_record(tx, &instance.record_id)
+            .await?
+            .ok_or_else(|| {
+                ServiceError::Conflict(format!(
+                    "the approval's record {} no longer exists",
+                    instance.record_id
+                ))
+            })?;
+        for hop in hops {
+            let lookup = format!("{hop}Id");
+            let next = record
+                .fields
+                .get(&lookup)
+                .and_then(|v| v.as_str())
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    ServiceError::Conflict(format!(
+                        "field update {field_path:?}: lookup {lookup} of {} record {} is empty",
+                        record.object, record.id
+                    ))
+                })?
+                .to_string();
+            let target = self.store.lock_record(tx, &next).await?;
+            record = match target {
+                Some(r) if r.object == *hop => r,
+                _ => {
+                    return Err(ServiceError::Conflict(format!(
+                        "field update {field_path:?}: lookup {lookup} points at {next:?}, which is not a {hop} record"
+                    )))
+                }
+            };
+        }
+        Ok(FrozenTarget {
+            object: record.object,
+            record_id: record.id,
+            field: field.to_string(),
+        })
+    }
+
+    /// Applies `event`'s FieldUpdates inside `tx` (Submit, Approve, Reject stay
+    /// synchronous; seed 000).
+    async fn apply_now(
+        &self,
+        tx: &mut WriteTx,
+        definition: &Definition,
+        instance: &Instance,
+        event: LifecycleEvent,
+    ) -> Result<(), ServiceError> {
+        for action in definition.actions.for_event(event) {
+            if let Action::FieldUpdate {
+                field_path, value, ..
+            } = action
+            {
+                let target = self.resolve(tx, instance, field_path).await?;
+                let record = self
+                    .store
+                    .lock_record(tx, &target.record_id)
+                    .await?
+                    .ok_or_else(|| {
+                        ServiceError::Conflict(format!("record {} vanished", target.record_id))
+                    })?;
+                if record.fields.get(&target.field) != Some(value) {
+                    let mut fields = record.fields.clone();
+                    fields.insert(target.field.clone(), value.clone());
+                    self.store.write_record_fields(tx, &record, &fields).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn commit(
+        &self,
+        mut tx: WriteTx,
+        events: &[NewEvent],
+    ) -> Result<Vec<String>, ServiceError> {
+        match &self.outbox {
+            Some(outbox) => {
+                for event in events {
+                    outbox.enqueue_in(&mut tx, event).await?;
+                }
+                outbox.commit(tx).await?;
+                Ok(events.iter().map(|e| e.event_id.clone()).collect())
+            }
+            None => {
+                if !events.is_empty() {
+                    tracing::warn!(
+                        events = events.len(),
+                        "no durable outbox is wired for approvals; prompts and alerts are not sent"
+                    );
+                }
+                tx.commit()
+                    .await
+                    .map_err(|e| ServiceError::Internal(e.to_string()))?;
+                Ok(Vec::new())
+            }
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! Generic record CRUD with its permission checks. Objects are API names;
+//! `_System_*` objects are never writable here and readable only with `data:read`
+//! (Herald's own outbox is not a record object and is never reachable here).
+
+use app::dto::{Permission, Viewer};
+use serde::{Deserialize, Serialize};
+
+use super::{format_ms, require, ServiceError};
+use crate::approvals::model::{is_system_object, valid_name};
+use crate::store::{Record, SqlStore};
+
+pub const MAX_FIELDS_BYTES: usize = 64 * 1024;
+
+/// A record as the API returns it.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+pub struct RecordView {
+    pub id: String,
+    pub object: String,
+    pub fields: serde_json::Map<String, serde_json::Value>,
+    pub version: i64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// The body of `POST /api/v1/records/{object}` and `PATCH …/{id}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordInput {
+    pub fields: serde_json::Map<String, serde_json::Value>,
+}
+
+pub fn view(record: Record) -> RecordView {
+    RecordView {
+        id: record.id,
+        object: record.object,
+        fields: record.fields,
+        version: record.version,
+        created_at: format_ms(record.created_at_ms),
+        updated_at: format_ms(record.updated_at_ms),
+    }
+}
+
+#[derive(Clone)]
+pub struct RecordService {
+    store: SqlStore,
+}
+
+fn check_object(object: &str) -> Result<(), ServiceError> {
+    if valid_name(object) {
+        Ok(())
+    } else {
+        Err(ServiceError::invalid(
+            "object",
+            format!("{object:?} is not an object API name (a letter, then letters, digits or _; at most 64)"),
+        ))
+    }
+}
+
+fn check_fields(fields: &serde_json::Map<String, serde_json::Value>) -> Result<(), ServiceError> {
+    if let Some(bad) = fields.keys().find(|k| !valid_name(k)) {
+        return Err(ServiceError::invalid(
+            "fields",
+            format!("{bad:?} is not a field API name"),
+        ));
+    }
+    let size = serde_json::Value::Object(fields.clone()).to_string().len();
+    if size > MAX_FIELDS_BYTES {
+        return Err(ServiceError::TooLarge {
+            field: "fields",
+            message: format!("are {size} bytes of JSON; the limit is {MAX_FIELDS_BYTES}"),
+        });
+    }
+    Ok(())
+}
+
+impl RecordService {
+    pub fn new(store: SqlStore) -> Self {
+        RecordService { store }
+    }
+
+    fn require_write<'v>(
+        viewer: Option<&'v Viewer>,
+        object: &str,
+    ) -> Result<&'v Viewer, ServiceError> {
+        let viewer = require(viewer, Permission::RecordsWrite)?;
+        check_object(object)?;
+        if is_system_object(object) {
+            return Err(ServiceError::Refused(format!(
+                "{object} is a system object; generic record writes never reach it"
+            )));
+        }
+        Ok(viewer)
+    }
+
+    fn require_read<'v>(
+        viewer: Option<&'v Viewer>,
+        object: &str,
+    ) -> Result<&'v Viewer, ServiceError> {
+        let viewer = require(viewer, Permission::RecordsRead)?;
+        check_object(object)?;
+        if is_system_object(object) {
+            require(Some(viewer), Permission::DataRead)?;
+        }
+        Ok(viewer)
+    }
+
+    pub async fn create(
+        &self,
+        viewer: Option<&Viewer>,
+        object: &str,
+        input: RecordInput,
+    ) -> Result<RecordView, ServiceError> {
+        let viewer = Self::require_write(viewer, object)?;
+        check_fields(&input.fields)?;
+        let record = self.store.create_record(object, &input.fields).await?;
+        tracing::info!(record_id = %record.id, object, by = %viewer.name, "record created");
+        Ok(view(record))
+    }
+
+    pub async fn get(
+        &self,
+        viewer: Option<&Viewer>,
+        object: &str,
+        id: &str,
+    ) -> Result<RecordView, ServiceError> {
+        Self::require_read(viewer, object)?;
+        match self.store.get_record(id).await? {
+            Some(record) if record.object == object => Ok(view(record)),
+            _ => Err(ServiceError::NotFound(format!("{object} record {id:?}"))),
+        }
+    }
+
+    pub async fn list(
+        &self,
+        viewer: Option<&Viewer>,
+        object: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<RecordView>, ServiceError> {
+        Self::require_read(viewer, object)?;
+        let records = self.store.list_records(object, after, limit).await?;
+        Ok(records.into_iter().map(view).collect())
+    }
+
+    /// Merges `input.fields` into the record (a `null` value stores null).
+    pub async fn update(
+        &self,
+        viewer: Option<&Viewer>,
+        object: &str,
+        id: &str,
+        input: RecordInput,
+    ) -> Result<RecordView, ServiceError> {
+        let viewer = Self::require_write(viewer, object)?;
+        check_fields(&input.fields)?;
+        let mut tx = self.store.begin_tx().await?;
+        let record = match self.store.lock_record(&mut tx, id).await? {
+            Some(record) if record.object == object => record,
+            _ => return Err(ServiceError::NotFound(format!("{object} record {id:?}"))),
+        };
+        let mut fields = record.fields.clone();
+        for (k, v) in input.fields {
+            fields.insert(k, v);
+        }
+        check_fields(&fields)?;
+        let record = self
+            .store
+            .write_record_fields(&mut tx, &record, &fields)
+            .await?;
+        tx.commit()
+            .await
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
+        tracing::info!(record_id = %record.id, object, by = %viewer.name, "record updated");
+        Ok(view(record))
+    }
+}

@@ -1,0 +1,520 @@
+//! The approvals source's SQL: versioned process definitions, approval instances
+//! with their nodes and work items, and the outbox statements only the approvals
+//! source needs (completing a replay inside its own write transaction, skipping a
+//! prompt that is no longer owed, the replay shelf).
+
+use sqlx::any::AnyRow;
+
+use super::outbox::{event_from_row, EVENT_COLUMNS, FENCE};
+use super::ports::WriteTx;
+use super::row::{int, opt_text, text};
+use super::{SqlStore, StoreError};
+use crate::approvals::model::{
+    Approver, Definition, DefinitionSpec, Instance, InstanceStatus, Node, WorkItem,
+};
+use crate::outbox::model::EventRecord;
+
+const INSTANCE_COLUMNS: &str = "id, definition_id, definition_version, object, record_id, status, \
+     step_index, submitted_by, decided_by, transition_seq, created_at, updated_at";
+
+fn status_of(row: &AnyRow) -> Result<InstanceStatus, StoreError> {
+    let status = text(row, "status")?;
+    InstanceStatus::parse(&status)
+        .ok_or_else(|| StoreError::Corrupt(format!("approval status {status:?}")))
+}
+
+fn instance_from_row(row: &AnyRow) -> Result<Instance, StoreError> {
+    Ok(Instance {
+        id: text(row, "id")?,
+        definition_id: text(row, "definition_id")?,
+        definition_version: int(row, "definition_version")?,
+        object: text(row, "object")?,
+        record_id: text(row, "record_id")?,
+        status: status_of(row)?,
+        step_index: int(row, "step_index")?,
+        submitted_by: text(row, "submitted_by")?,
+        decided_by: opt_text(row, "decided_by")?,
+        transition_seq: int(row, "transition_seq")?,
+        created_at_ms: int(row, "created_at")?,
+        updated_at_ms: int(row, "updated_at")?,
+    })
+}
+
+fn definition_from_row(row: &AnyRow) -> Result<Definition, StoreError> {
+    #[derive(serde::Deserialize)]
+    struct Body {
+        steps: Vec<crate::approvals::model::Step>,
+        actions: crate::approvals::model::LifecycleActions,
+    }
+    let body: Body = serde_json::from_str(&text(row, "body")?)
+        .map_err(|e| StoreError::Corrupt(format!("definition body: {e}")))?;
+    Ok(Definition {
+        id: text(row, "id")?,
+        version: int(row, "version")?,
+        object: text(row, "object")?,
+        steps: body.steps,
+        actions: body.actions,
+        created_by: text(row, "created_by")?,
+        created_at_ms: int(row, "created_at")?,
+    })
+}
+
+/// Counts of replay events by status.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StatusCount {
+    pub status: String,
+    pub count: i64,
+}
+
+impl SqlStore {
+    /// Stores `spec` as a new version of its definition unless the latest version
+    /// already says the same; returns the version that is now current.
+    pub async fn put_definition(
+        &self,
+        spec: &DefinitionSpec,
+        created_by: &str,
+    ) -> Result<Definition, StoreError> {
+        let body = serde_json::json!({ "steps": spec.steps, "actions": spec.actions }).to_string();
+        let mut tx = self.pool.begin_with(self.engine.begin_write()).await?;
+        let sql = format!(
+            "SELECT id, version, object, body, created_by, created_at FROM approval_definitions \
+             WHERE id = ? ORDER BY version DESC LIMIT 1{}",
+            self.engine.lock_rows()
+        );
+        let latest = sqlx::query(&self.engine.sql(&sql))
+            .bind(&spec.id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let latest = latest.as_ref().map(definition_from_row).transpose()?;
+        if let Some(latest) = &latest {
+            if latest.object == spec.object
+                && latest.steps == spec.steps
+                && latest.actions == spec.actions
+            {
+                tx.rollback().await?;
+                return Ok(latest.clone());
+            }
+        }
+        let version = latest.map(|d| d.version + 1).unwrap_or(1);
+        let sql = format!(
+            "INSERT INTO approval_definitions (id, version, object, body, created_by, created_at) \
+             VALUES (?, ?, ?, ?, ?, {})",
+            self.engine.now_ms()
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(&spec.id)
+            .bind(version)
+            .bind(&spec.object)
+            .bind(&body)
+            .bind(created_by)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| {
+                StoreError::unique_as(e, format!("definition {} version {version}", spec.id))
+            })?;
+        tx.commit().await?;
+        self.definition(&spec.id, Some(version))
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("stored definition vanished".into()))
+    }
+
+    /// One version of a definition (the latest when `version` is `None`).
+    pub async fn definition(
+        &self,
+        id: &str,
+        version: Option<i64>,
+    ) -> Result<Option<Definition>, StoreError> {
+        self.fetch_definition(&self.pool, id, version).await
+    }
+
+    /// [`SqlStore::definition`] inside `tx` (SQLite has one connection: a read on
+    /// the pool while `tx` is open would wait for it).
+    pub async fn definition_in(
+        &self,
+        tx: &mut WriteTx,
+        id: &str,
+        version: Option<i64>,
+    ) -> Result<Option<Definition>, StoreError> {
+        self.fetch_definition(&mut **tx, id, version).await
+    }
+
+    async fn fetch_definition<'e, E>(
+        &self,
+        executor: E,
+        id: &str,
+        version: Option<i64>,
+    ) -> Result<Option<Definition>, StoreError>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::Any>,
+    {
+        let (filter, v) = match version {
+            Some(v) => ("AND version = ?", v),
+            None => ("AND version >= ?", 0),
+        };
+        let sql = format!(
+            "SELECT id, version, object, body, created_by, created_at FROM approval_definitions \
+             WHERE id = ? {filter} ORDER BY version DESC LIMIT 1"
+        );
+        let row = sqlx::query(&self.engine.sql(&sql))
+            .bind(id)
+            .bind(v)
+            .fetch_optional(executor)
+            .await?;
+        row.as_ref().map(definition_from_row).transpose()
+    }
+
+    /// The latest version of every definition.
+    pub async fn definitions(&self) -> Result<Vec<Definition>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT d.id, d.version, d.object, d.body, d.created_by, d.created_at \
+             FROM approval_definitions d WHERE d.version = \
+             (SELECT MAX(l.version) FROM approval_definitions l WHERE l.id = d.id) ORDER BY d.id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(definition_from_row).collect()
+    }
+
+    /// Creates an instance at its first step, with the step's node and work item.
+    pub async fn create_instance(
+        &self,
+        tx: &mut WriteTx,
+        definition: &Definition,
+        record_id: &str,
+        submitted_by: &str,
+    ) -> Result<Instance, StoreError> {
+        let id = uuid::Uuid::now_v7().to_string();
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "INSERT INTO approval_instances (id, definition_id, definition_version, object, record_id, \
+             status, step_index, submitted_by, transition_seq, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, 1, {now}, {now})"
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(&id)
+            .bind(&definition.id)
+            .bind(definition.version)
+            .bind(&definition.object)
+            .bind(record_id)
+            .bind(submitted_by)
+            .execute(&mut **tx)
+            .await?;
+        self.open_step(tx, &id, 0, &definition.steps[0]).await?;
+        self.lock_instance(tx, &id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("created approval vanished".into()))
+    }
+
+    /// The pending approval of a record, if any (read inside `tx`, after the
+    /// record's lock, so two submits of one record cannot both pass).
+    pub async fn pending_instance_of(
+        &self,
+        tx: &mut WriteTx,
+        record_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query(&self.engine.sql(
+            "SELECT id FROM approval_instances WHERE record_id = ? AND status = 'pending' LIMIT 1",
+        ))
+        .bind(record_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+        row.as_ref().map(|r| text(r, "id")).transpose()
+    }
+
+    /// Opens step `index`: its node and its approver's work item.
+    pub async fn open_step(
+        &self,
+        tx: &mut WriteTx,
+        instance_id: &str,
+        index: i64,
+        step: &crate::approvals::model::Step,
+    ) -> Result<(), StoreError> {
+        let now = self.engine.now_ms();
+        let node_id = uuid::Uuid::now_v7().to_string();
+        let sql = format!(
+            "INSERT INTO approval_nodes (id, instance_id, step_index, step_name, status, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, 'pending', {now}, {now})"
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(&node_id)
+            .bind(instance_id)
+            .bind(index)
+            .bind(&step.name)
+            .execute(&mut **tx)
+            .await?;
+        let sql = format!(
+            "INSERT INTO approval_work_items (id, instance_id, node_id, approver_kind, approver, status, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, 'pending', {now}, {now})"
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(uuid::Uuid::now_v7().to_string())
+            .bind(instance_id)
+            .bind(&node_id)
+            .bind(step.approver.kind())
+            .bind(step.approver.name())
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Reads an instance inside `tx`, locking it until `tx` ends.
+    pub async fn lock_instance(
+        &self,
+        tx: &mut WriteTx,
+        id: &str,
+    ) -> Result<Option<Instance>, StoreError> {
+        let sql = format!(
+            "SELECT {INSTANCE_COLUMNS} FROM approval_instances WHERE id = ?{}",
+            self.engine.lock_rows()
+        );
+        let row = sqlx::query(&self.engine.sql(&sql))
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        row.as_ref().map(instance_from_row).transpose()
+    }
+
+    pub async fn instance(&self, id: &str) -> Result<Option<Instance>, StoreError> {
+        let sql = format!("SELECT {INSTANCE_COLUMNS} FROM approval_instances WHERE id = ?");
+        let row = sqlx::query(&self.engine.sql(&sql))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(instance_from_row).transpose()
+    }
+
+    /// Instances, newest first.
+    pub async fn instances(&self, limit: u32) -> Result<Vec<Instance>, StoreError> {
+        let sql = format!(
+            "SELECT {INSTANCE_COLUMNS} FROM approval_instances ORDER BY id DESC LIMIT {}",
+            limit.clamp(1, 500)
+        );
+        let rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
+        rows.iter().map(instance_from_row).collect()
+    }
+
+    /// Moves a locked instance to `status` at `step_index`, guarded on the sequence
+    /// read under the lock; the current node and its work items follow when
+    /// `close_open` is set (every still-pending one takes `status`).
+    pub async fn transition_instance(
+        &self,
+        tx: &mut WriteTx,
+        instance: &Instance,
+        status: InstanceStatus,
+        step_index: i64,
+        actor: &str,
+        close_open: bool,
+    ) -> Result<Instance, StoreError> {
+        let now = self.engine.now_ms();
+        let decided = (status != InstanceStatus::Pending).then_some(actor);
+        let sql = format!(
+            "UPDATE approval_instances SET status = ?, step_index = ?, decided_by = ?, \
+             transition_seq = transition_seq + 1, updated_at = {now} WHERE id = ? AND transition_seq = ?"
+        );
+        let affected = sqlx::query(&self.engine.sql(&sql))
+            .bind(status.as_str())
+            .bind(step_index)
+            .bind(decided)
+            .bind(&instance.id)
+            .bind(instance.transition_seq)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+        if affected != 1 {
+            return Err(StoreError::Corrupt(format!(
+                "approval {} changed under its lock",
+                instance.id
+            )));
+        }
+        if close_open {
+            for table in ["approval_nodes", "approval_work_items"] {
+                let decided_col = if table == "approval_work_items" {
+                    ", decided_by = ?"
+                } else {
+                    ""
+                };
+                let sql = format!(
+                    "UPDATE {table} SET status = ?{decided_col}, updated_at = {now} \
+                     WHERE instance_id = ? AND status = 'pending'"
+                );
+                let sql = self.engine.sql(&sql);
+                let mut query = sqlx::query(&sql).bind(status.as_str());
+                if table == "approval_work_items" {
+                    query = query.bind(actor);
+                }
+                query.bind(&instance.id).execute(&mut **tx).await?;
+            }
+        }
+        self.lock_instance(tx, &instance.id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("approval vanished".into()))
+    }
+
+    pub async fn nodes(&self, instance_id: &str) -> Result<Vec<Node>, StoreError> {
+        let rows = sqlx::query(&self.engine.sql(
+            "SELECT id, step_index, step_name, status FROM approval_nodes WHERE instance_id = ? ORDER BY step_index, id",
+        ))
+        .bind(instance_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Node {
+                    id: text(r, "id")?,
+                    step_index: int(r, "step_index")?,
+                    step_name: text(r, "step_name")?,
+                    status: status_of(r)?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn work_items(&self, instance_id: &str) -> Result<Vec<WorkItem>, StoreError> {
+        let rows = sqlx::query(&self.engine.sql(
+            "SELECT id, node_id, approver_kind, approver, status, decided_by FROM approval_work_items \
+             WHERE instance_id = ? ORDER BY created_at, id",
+        ))
+        .bind(instance_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let kind = text(r, "approver_kind")?;
+                let approver = text(r, "approver")?;
+                if Approver::from_parts(&kind, &approver).is_none() {
+                    return Err(StoreError::Corrupt(format!("approver {kind}:{approver}")));
+                }
+                Ok(WorkItem {
+                    id: text(r, "id")?,
+                    node_id: text(r, "node_id")?,
+                    approver_kind: kind,
+                    approver,
+                    status: status_of(r)?,
+                    decided_by: opt_text(r, "decided_by")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Completes a claimed event inside `tx`, fenced on its lease: the replay's
+    /// mutation and its completion commit together. `false`: the lease is lost and
+    /// the caller must roll `tx` back.
+    pub async fn complete_in(
+        &self,
+        tx: &mut WriteTx,
+        event_id: &str,
+        lease_token: &str,
+    ) -> Result<bool, StoreError> {
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "UPDATE outbox_events SET status = 'completed', completed_at = {now}, updated_at = {now}, \
+             lease_expires_at = NULL, last_error = NULL WHERE event_id = ? AND {FENCE}{now}"
+        );
+        Ok(sqlx::query(&self.engine.sql(&sql))
+            .bind(event_id)
+            .bind(lease_token)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected()
+            == 1)
+    }
+
+    /// Skips an event still waiting to be claimed (a prompt whose approval was
+    /// decided or recalled). One conditional statement: a claimed prompt is left
+    /// to its handler, which re-checks the approval.
+    pub async fn skip_pending_in(
+        &self,
+        tx: &mut WriteTx,
+        event_id: &str,
+        reason: &str,
+    ) -> Result<bool, StoreError> {
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "UPDATE outbox_events SET status = 'skipped', last_error = ?, updated_at = {now} \
+             WHERE event_id = ? AND status = 'pending'"
+        );
+        Ok(sqlx::query(&self.engine.sql(&sql))
+            .bind(reason)
+            .bind(event_id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected()
+            == 1)
+    }
+
+    /// Events of one kind by status (the replay status endpoint).
+    pub async fn kind_counts(&self, kind: &str) -> Result<Vec<StatusCount>, StoreError> {
+        let rows = sqlx::query(&self.engine.sql(
+            "SELECT status, COUNT(*) AS n FROM outbox_events WHERE kind = ? GROUP BY status ORDER BY status",
+        ))
+        .bind(kind)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(StatusCount {
+                    status: text(r, "status")?,
+                    count: int(r, "n")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Events of one kind in one status, newest first (the failed-replay shelf).
+    pub async fn events_of_kind(
+        &self,
+        kind: &str,
+        status: &str,
+        limit: u32,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM outbox_events WHERE kind = ? AND status = ? \
+             ORDER BY created_at DESC, event_id LIMIT {}",
+            limit.clamp(1, 500)
+        );
+        let rows = sqlx::query(&self.engine.sql(&sql))
+            .bind(kind)
+            .bind(status)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+}
+
+impl SqlStore {
+    /// Closes step `index`'s still-pending node and work items with `status`.
+    pub async fn close_step(
+        &self,
+        tx: &mut WriteTx,
+        instance_id: &str,
+        index: i64,
+        status: InstanceStatus,
+        actor: &str,
+    ) -> Result<(), StoreError> {
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "UPDATE approval_nodes SET status = ?, updated_at = {now} \
+             WHERE instance_id = ? AND step_index = ? AND status = 'pending'"
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(status.as_str())
+            .bind(instance_id)
+            .bind(index)
+            .execute(&mut **tx)
+            .await?;
+        let sql = format!(
+            "UPDATE approval_work_items SET status = ?, decided_by = ?, updated_at = {now} \
+             WHERE instance_id = ? AND status = 'pending' AND node_id IN \
+             (SELECT id FROM approval_nodes WHERE instance_id = ? AND step_index = ?)"
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(status.as_str())
+            .bind(actor)
+            .bind(instance_id)
+            .bind(instance_id)
+            .bind(index)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+}

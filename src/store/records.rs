@@ -1,0 +1,157 @@
+//! Records: business data in the approvals store (object API name, id, fields as
+//! JSON). FieldUpdates mutate them; generic CRUD reaches them through the service.
+
+use sqlx::any::AnyRow;
+use sqlx::Any;
+
+use super::ports::WriteTx;
+use super::row::{int, text};
+use super::{SqlStore, StoreError};
+
+/// One record as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    pub id: String,
+    pub object: String,
+    pub fields: serde_json::Map<String, serde_json::Value>,
+    /// 1 at creation, bumped by every write that changes a field.
+    pub version: i64,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+const RECORD_COLUMNS: &str = "id, object, fields, version, created_at, updated_at";
+
+fn record_from_row(row: &AnyRow) -> Result<Record, StoreError> {
+    let fields = text(row, "fields")?;
+    let fields = match serde_json::from_str(&fields) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => {
+            return Err(StoreError::Corrupt(
+                "record fields are not a JSON object".into(),
+            ))
+        }
+    };
+    Ok(Record {
+        id: text(row, "id")?,
+        object: text(row, "object")?,
+        fields,
+        version: int(row, "version")?,
+        created_at_ms: int(row, "created_at")?,
+        updated_at_ms: int(row, "updated_at")?,
+    })
+}
+
+fn fields_json(fields: &serde_json::Map<String, serde_json::Value>) -> String {
+    serde_json::Value::Object(fields.clone()).to_string()
+}
+
+impl SqlStore {
+    /// Opens a write transaction (`BEGIN IMMEDIATE` on SQLite).
+    pub async fn begin_tx(&self) -> Result<WriteTx, StoreError> {
+        Ok(self.pool.begin_with(self.engine.begin_write()).await?)
+    }
+
+    async fn fetch_record<'e, E>(
+        &self,
+        executor: E,
+        id: &str,
+        lock: bool,
+    ) -> Result<Option<Record>, StoreError>
+    where
+        E: sqlx::Executor<'e, Database = Any>,
+    {
+        let lock = if lock { self.engine.lock_rows() } else { "" };
+        let sql = format!("SELECT {RECORD_COLUMNS} FROM records WHERE id = ?{lock}");
+        let row = sqlx::query(&self.engine.sql(&sql))
+            .bind(id)
+            .fetch_optional(executor)
+            .await?;
+        row.as_ref().map(record_from_row).transpose()
+    }
+
+    pub async fn create_record(
+        &self,
+        object: &str,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Record, StoreError> {
+        let id = uuid::Uuid::now_v7().to_string();
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "INSERT INTO records (id, object, fields, version, created_at, updated_at) \
+             VALUES (?, ?, ?, 1, {now}, {now})"
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(&id)
+            .bind(object)
+            .bind(fields_json(fields))
+            .execute(&self.pool)
+            .await?;
+        self.get_record(&id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("created record vanished".into()))
+    }
+
+    pub async fn get_record(&self, id: &str) -> Result<Option<Record>, StoreError> {
+        self.fetch_record(&self.pool, id, false).await
+    }
+
+    /// Reads a record inside `tx`, locking it until `tx` ends.
+    pub async fn lock_record(
+        &self,
+        tx: &mut WriteTx,
+        id: &str,
+    ) -> Result<Option<Record>, StoreError> {
+        self.fetch_record(&mut **tx, id, true).await
+    }
+
+    /// Records of one object, oldest first, after `after` (keyset pagination).
+    pub async fn list_records(
+        &self,
+        object: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Record>, StoreError> {
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM records WHERE object = ? AND id > ? ORDER BY id LIMIT {}",
+            limit.clamp(1, 500)
+        );
+        let rows = sqlx::query(&self.engine.sql(&sql))
+            .bind(object)
+            .bind(after.unwrap_or(""))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(record_from_row).collect()
+    }
+
+    /// Writes a locked record's fields inside `tx`, guarded on the version read
+    /// under the lock; returns the record as written.
+    pub async fn write_record_fields(
+        &self,
+        tx: &mut WriteTx,
+        record: &Record,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Record, StoreError> {
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "UPDATE records SET fields = ?, version = version + 1, updated_at = {now} \
+             WHERE id = ? AND version = ?"
+        );
+        let affected = sqlx::query(&self.engine.sql(&sql))
+            .bind(fields_json(fields))
+            .bind(&record.id)
+            .bind(record.version)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+        if affected != 1 {
+            return Err(StoreError::Corrupt(format!(
+                "record {} changed under its lock",
+                record.id
+            )));
+        }
+        self.fetch_record(&mut **tx, &record.id, false)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("updated record vanished".into()))
+    }
+}
