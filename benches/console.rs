@@ -272,6 +272,15 @@ async fn time_page(
         assert!(status.is_success(), "{path}: {status}");
         (started.elapsed(), body.len())
     };
+    let probe = client
+        .get(format!("{base}{path}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("request");
+    if probe.status() == reqwest::StatusCode::NOT_FOUND && !path.starts_with("/runs/") {
+        return format!("| `{path}` | not served by this build | | | | |");
+    }
     for _ in 0..10 {
         get().await;
     }

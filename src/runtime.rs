@@ -310,6 +310,7 @@ impl Runtime {
             sources,
             interval,
             dead_letter,
+            passes: Default::default(),
         };
         self.background
             .push(tokio::spawn(maintenance.run(stop.clone())));

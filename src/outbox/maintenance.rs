@@ -13,6 +13,9 @@ use crate::store::ports::OutboxStore;
 
 /// Rows one sweep looks at, so start-up recovery of a large backlog stays bounded.
 pub const SWEEP_BATCH: u32 = 500;
+/// Settled events (most of the table) are counted on every this-many passes only:
+/// at millions of rows a count takes a while and, on SQLite, the one connection.
+pub const SETTLED_COUNT_EVERY: u64 = 12;
 
 pub struct Maintenance {
     pub store: Arc<dyn OutboxStore>,
@@ -21,6 +24,8 @@ pub struct Maintenance {
     pub sources: Vec<&'static str>,
     pub interval: Duration,
     pub dead_letter: Option<DeadLetterNotifier>,
+    /// Passes so far (the first counts everything).
+    pub passes: std::sync::atomic::AtomicU64,
 }
 
 impl Maintenance {
@@ -47,7 +52,13 @@ impl Maintenance {
                 tracing::warn!(error = %err, "maintenance sweep failed")
             }
         }
-        let stats = self.store.stats().await;
+        let pass = self
+            .passes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let stats = self
+            .store
+            .stats(pass.is_multiple_of(SETTLED_COUNT_EVERY))
+            .await;
         match &stats {
             Ok(stats) => {
                 for source in &self.sources {

@@ -6,7 +6,7 @@ use prometheus::{
     TextEncoder,
 };
 
-use super::model::OutboxStats;
+use super::model::{OutboxStats, StatsRow, SETTLED_STATES};
 
 pub struct Metrics {
     registry: Registry,
@@ -222,14 +222,20 @@ impl Metrics {
                     .map(|r| r.kind.as_str()),
             )
             .collect();
+        // States not counted this time keep their last value.
+        let counted = |status: &str| stats.settled_counted || !SETTLED_STATES.contains(&status);
         for kind in &kinds {
-            for status in statuses {
+            for status in statuses.iter().filter(|s| counted(s.as_str())) {
                 self.events
                     .with_label_values(&[source, kind, status.as_str()])
                     .set(0);
             }
         }
-        for row in stats.rows.iter().filter(|r| r.source == source) {
+        // Settled counts carry no source: they belong to the source declaring the kind.
+        let ours = |r: &&StatsRow| {
+            r.source == source || (r.source.is_empty() && declared.contains(&r.kind))
+        };
+        for row in stats.rows.iter().filter(ours) {
             self.events
                 .with_label_values(&[source, &row.kind, &row.status])
                 .set(row.count);

@@ -216,10 +216,21 @@ pub struct OutboxStats {
     pub rows: Vec<StatsRow>,
     /// The store's clock when the counts were taken.
     pub now_ms: i64,
+    /// Whether the settled states (`completed`, `skipped`) were counted this time;
+    /// when not, their gauges keep their last value.
+    pub settled_counted: bool,
 }
+
+/// States an event can still leave on its own or that wait for an operator: few
+/// rows, counted on every maintenance pass from the status index.
+pub const LIVE_STATES: [&str; 4] = ["pending", "processing", "failed", "uncertain"];
+/// Settled states: most of the table, counted less often.
+pub const SETTLED_STATES: [&str; 2] = ["completed", "skipped"];
 
 #[derive(Clone, Debug)]
 pub struct StatsRow {
+    /// Empty for settled counts, which are grouped by kind only (each kind has one
+    /// source) so that they come from the `(kind, status, …)` index alone.
     pub source: String,
     pub kind: String,
     pub status: String,

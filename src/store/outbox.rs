@@ -16,7 +16,8 @@ use super::row::{int, opt_int, opt_text, text};
 use super::{SqlStore, StoreError};
 use crate::outbox::model::{
     bound_error, dead_letter_id, AttemptRecord, ClaimedEvent, DeadLetterNotifier, EventRecord,
-    FailedEvent, NewEvent, OutboxStats, RetryRefusal, Settle, Settlement, StatsRow,
+    FailedEvent, NewEvent, OutboxStats, RetryRefusal, Settle, Settlement, StatsRow, LIVE_STATES,
+    SETTLED_STATES,
 };
 
 pub(super) const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
@@ -722,15 +723,36 @@ impl OutboxStore for SqlStore {
         .await?)
     }
 
-    async fn stats(&self) -> Result<OutboxStats, StoreError> {
+    async fn stats(&self, count_settled: bool) -> Result<OutboxStats, StoreError> {
         let now = self.engine.now_ms();
+        let quoted = |states: &[&str]| {
+            states
+                .iter()
+                .map(|s| format!("'{s}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        // Live states come from the status index: a few rows, whatever the table's size.
         let sql = format!(
             "SELECT source, kind, status, COUNT(*) AS n, \
              MIN(CASE WHEN status = 'pending' THEN created_at END) AS oldest_pending, \
              COUNT(CASE WHEN status = 'processing' AND lease_expires_at <= {now} THEN 1 END) AS expired \
-             FROM outbox_events GROUP BY source, kind, status"
+             FROM outbox_events WHERE status IN ({}) GROUP BY source, kind, status",
+            quoted(&LIVE_STATES)
         );
-        let rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
+        let mut rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
+        if count_settled {
+            // Grouped by kind only, so the `(kind, status, created_at)` index answers
+            // without reading the table.
+            let sql = format!(
+                "SELECT '' AS source, kind, status, COUNT(*) AS n, \
+                 MIN(CASE WHEN status = 'pending' THEN created_at END) AS oldest_pending, \
+                 COUNT(CASE WHEN status = 'pending' THEN 1 END) AS expired \
+                 FROM outbox_events WHERE status IN ({}) GROUP BY kind, status",
+                quoted(&SETTLED_STATES)
+            );
+            rows.extend(sqlx::query(&sql).fetch_all(&self.pool).await?);
+        }
         let rows = rows
             .iter()
             .map(|r| {
@@ -747,6 +769,10 @@ impl OutboxStore for SqlStore {
         let now_ms: i64 = sqlx::query_scalar(&format!("SELECT {now}"))
             .fetch_one(&self.pool)
             .await?;
-        Ok(OutboxStats { rows, now_ms })
+        Ok(OutboxStats {
+            rows,
+            now_ms,
+            settled_counted: count_settled,
+        })
     }
 }

@@ -217,7 +217,12 @@ pub trait OutboxStore: Send + Sync {
         event_id: &str,
     ) -> Result<Vec<crate::outbox::model::AttemptRecord>, StoreError>;
     async fn dead_letter_count(&self, event_id: &str) -> Result<i64, StoreError>;
-    async fn stats(&self) -> Result<crate::outbox::model::OutboxStats, StoreError>;
+    /// Counts for the gauges: live states always, settled states when asked
+    /// (they cover most of the table, so they are counted less often).
+    async fn stats(
+        &self,
+        count_settled: bool,
+    ) -> Result<crate::outbox::model::OutboxStats, StoreError>;
 }
 
 /// Filters of the outbox listing (any kind, any source).

@@ -254,17 +254,25 @@ async fn a_terminal_transition_commits_signed_callback_and_route_deliveries() {
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(refused["current_status"], "succeeded");
 
-    // Metrics carry counts, never ids, tenants, recipients or payloads.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let metrics = api
-        .client
-        .get(format!("{}/metrics", api.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    // Metrics carry counts, never ids, tenants, recipients or payloads. Settled
+    // counts are refreshed every few maintenance passes: wait for them.
+    let settled = r#"herald_outbox_events{kind="delivery",source="jobs",status="completed"} 2"#;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let metrics = loop {
+        let text = api
+            .client
+            .get(format!("{}/metrics", api.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if text.contains(settled) || Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert!(
         metrics.contains(r#"herald_outbox_attempts_total{kind="callback",outcome="completed"} 1"#),
         "{metrics}"
