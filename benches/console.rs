@@ -21,6 +21,9 @@ const FAILED_EVERY: i64 = 1_000;
 const UNCERTAIN_EVERY: i64 = 5_000;
 const PENDING_EVERY: i64 = 100;
 const BASE_MS: i64 = 1_760_000_000_000;
+/// Pending events are scheduled well in the future (waiting retries), so workers
+/// stay idle and only rendering is timed.
+const NOT_DUE_MS: i64 = 100 * 365 * 24 * 3600 * 1000;
 
 struct Args {
     engines: Vec<Engine>,
@@ -144,7 +147,7 @@ fn seed_sql(engine: Engine, runs: i64) -> Vec<String> {
              redeliverable, status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, \
              last_error, last_status_code, created_at, updated_at, completed_at, failed_at, uncertain_at) \
              SELECT '{prefix}' || {id} || '{suffix}', 'jobs', '{kind}', 'run', {id}, '{{}}', 1, {state}, \
-             1, 1, 1, 6, {at}, NULL, 200, {at}, {at}, {at}, NULL, NULL FROM n"
+             1, 1, 1, 6, {at} + {NOT_DUE_MS}, NULL, 200, {at}, {at}, {at}, NULL, NULL FROM n"
         ));
     }
     statements.push(

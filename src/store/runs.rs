@@ -114,25 +114,27 @@ impl RunRepository for SqlStore {
             binds.push(Arg::Int(to));
         }
         if !filter.delivery_states.is_empty() {
-            // Every state but `completed` holds few events: start from those (the
-            // status index) instead of probing run after run, which reads every run
-            // of a filter that matches none. `completed` holds most events, so
-            // probing the newest runs finds a page at once.
-            let rare = !filter
+            // Every state but `completed` holds few events: start from those, one
+            // equality on the status index per state (an `IN` list makes planners
+            // prefer the parent index and read every event), instead of probing run
+            // after run, which reads every run when the filter matches none.
+            // `completed` holds most events: probing the newest runs finds a page at once.
+            let probe = filter
                 .delivery_states
                 .contains(&app::dto::DeliveryStatus::Completed);
-            let states = placeholders(filter.delivery_states.len());
-            sql.push_str(&if rare {
-                format!(
-                    " AND id IN (SELECT e.parent_id FROM outbox_events e \
-                     WHERE e.status IN ({states}) AND e.parent_type = 'run')"
-                )
-            } else {
-                format!(
+            if probe {
+                sql.push_str(&format!(
                     " AND EXISTS (SELECT 1 FROM outbox_events e WHERE e.parent_type = 'run' \
-                     AND e.parent_id = runs.id AND e.status IN ({states}))"
-                )
-            });
+                     AND e.parent_id = runs.id AND e.status IN ({}))",
+                    placeholders(filter.delivery_states.len())
+                ));
+            } else {
+                let per_state = vec![
+                    "SELECT e.parent_id FROM outbox_events e WHERE e.status = ? AND e.parent_type = 'run'";
+                    filter.delivery_states.len()
+                ];
+                sql.push_str(&format!(" AND id IN ({})", per_state.join(" UNION ALL ")));
+            }
             binds.extend(filter.delivery_states.iter().map(|s| Arg::Text(s.as_str())));
         }
         if let Some(before) = &filter.before_id {
