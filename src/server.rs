@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use app::dto::Role;
+use axum::serve::ListenerExt;
 use leptos::prelude::LeptosOptions;
 use tokio_util::sync::CancellationToken;
 
@@ -131,6 +132,13 @@ pub async fn run(
     println!("Herald console: http://{addr}/runs");
 
     let stop_on_signal = stop.clone();
+    // Pages are streamed in several writes: without TCP_NODELAY, Nagle's algorithm
+    // and the client's delayed ACK hold the last part back ~40 ms.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %err, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
