@@ -7,6 +7,8 @@ port=${1:-3917}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export HERALD_DATABASE_URL="sqlite://$dir/herald.db"
+# Approval prompt routes to the browser tests' receiver (approvals.spec.ts).
+export HERALD_CONFIG="$PWD/approvals.toml"
 bin=../target/${PROFILE:-debug}/herald
 for role in admin operator reader; do
   printf '%s' "$role-password-e2e" | "$bin" user add "$role" --role "$role" --password-stdin

@@ -18,7 +18,7 @@ use crate::auth::SESSION_USER_KEY;
 use crate::service::ServiceError;
 
 /// Console pages that need a signed-in user.
-const GUARDED_PAGES: &[&str] = &["/runs"];
+const GUARDED_PAGES: &[&str] = &["/runs", "/approvals"];
 
 pub async fn authenticate(
     State(state): State<AppState>,

@@ -1,5 +1,6 @@
 //! The console's document shell, router and shared chrome.
 
+mod approvals;
 mod login;
 mod runs;
 
@@ -46,6 +47,7 @@ pub fn App() -> impl IntoView {
             <Routes fallback=NotFound>
                 <Route path=path!("/login") view=login::LoginPage />
                 <Route path=path!("/runs") view=runs::RunsPage />
+                <Route path=path!("/approvals") view=approvals::ApprovalsPage />
             </Routes>
         </Router>
     }
@@ -76,6 +78,7 @@ fn TopBar() -> impl IntoView {
             </a>
             <nav>
                 <A href="/runs">"Runs"</A>
+                <A href="/approvals">"Approvals"</A>
             </nav>
             <div class="who">
                 <Suspense fallback=|| ()>
