@@ -236,7 +236,7 @@ impl Runtime {
                 drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
                 ..WorkerConfig::default()
             },
-            approvals_wake,
+            approvals_wake.clone(),
         );
         runtime
             .workers
@@ -283,14 +283,25 @@ impl Runtime {
                 None,
                 &stop,
             );
-            runtime.extra_stores.push(approvals_store);
+            runtime.extra_stores.push(approvals_store.clone());
         }
+        // Approval prompts and alerts wake on commits by other nodes too (the replay
+        // worker polls on its own interval).
+        let mut listeners: Vec<(String, Vec<Arc<Notify>>)> = Vec::new();
         if jobs_store.engine() == Engine::Postgres {
-            runtime.background.push(tokio::spawn(listen_for_commits(
-                settings.database_url.clone(),
-                wake,
-                stop.clone(),
-            )));
+            listeners.push((settings.database_url.clone(), vec![wake]));
+        }
+        if approvals_store.engine() == Engine::Postgres {
+            if separate_approvals {
+                listeners.push((settings.approvals_url().to_string(), vec![approvals_wake]));
+            } else if let Some((_, wakes)) = listeners.first_mut() {
+                wakes.push(approvals_wake);
+            }
+        }
+        for (url, wakes) in listeners {
+            runtime
+                .background
+                .push(tokio::spawn(listen_for_commits(url, wakes, stop.clone())));
         }
         Ok(runtime)
     }
@@ -335,14 +346,16 @@ impl Runtime {
 
 /// Wakes local workers when any node commits events (PostgreSQL NOTIFY is sent
 /// at commit by `enqueue_in`).
-async fn listen_for_commits(url: String, wake: Arc<Notify>, stop: CancellationToken) {
+async fn listen_for_commits(url: String, wakes: Vec<Arc<Notify>>, stop: CancellationToken) {
     loop {
         let listened = async {
             let mut listener = sqlx::postgres::PgListener::connect(&url).await?;
             listener.listen("herald_outbox").await?;
             loop {
                 listener.recv().await?;
-                wake.notify_one();
+                for wake in &wakes {
+                    wake.notify_one();
+                }
             }
             #[allow(unreachable_code)]
             Ok::<(), sqlx::Error>(())
