@@ -21,7 +21,6 @@ use crate::notifications::{kinds, DeliveryHandler, NotificationPlanner};
 use crate::outbox::handler::Registry;
 use crate::outbox::maintenance::Maintenance;
 use crate::outbox::metrics::Metrics;
-use crate::outbox::model::DeadLetterNotifier;
 use crate::outbox::model::Source;
 use crate::outbox::policy::RetryPolicy;
 use crate::outbox::worker::{DrainReport, Worker, WorkerConfig};
@@ -266,21 +265,33 @@ impl Runtime {
             vec![Source::Jobs.as_str(), Source::Approvals.as_str()]
         };
         let dead_letter = registry.dead_letter_notifier().cloned();
+        let approvals_registry = runtime.approvals_registry.clone();
+        let jobs_registries = if separate_approvals {
+            vec![registry.clone()]
+        } else {
+            vec![registry.clone(), approvals_registry.clone()]
+        };
         runtime.spawn_maintenance(
-            jobs_store.clone(),
-            jobs_sources,
-            &metrics,
-            interval,
-            dead_letter,
+            Maintenance {
+                store: Arc::new(jobs_store.clone()),
+                metrics: metrics.clone(),
+                sources: jobs_sources,
+                interval,
+                dead_letter,
+                registries: jobs_registries,
+            },
             &stop,
         );
         if separate_approvals {
             runtime.spawn_maintenance(
-                approvals_store.clone(),
-                vec![Source::Approvals.as_str()],
-                &metrics,
-                interval,
-                None,
+                Maintenance {
+                    store: Arc::new(approvals_store.clone()),
+                    metrics: metrics.clone(),
+                    sources: vec![Source::Approvals.as_str()],
+                    interval,
+                    dead_letter: None,
+                    registries: vec![approvals_registry],
+                },
                 &stop,
             );
             runtime.extra_stores.push(approvals_store.clone());
@@ -306,22 +317,7 @@ impl Runtime {
         Ok(runtime)
     }
 
-    fn spawn_maintenance(
-        &mut self,
-        store: SqlStore,
-        sources: Vec<&'static str>,
-        metrics: &Arc<Metrics>,
-        interval: Duration,
-        dead_letter: Option<DeadLetterNotifier>,
-        stop: &CancellationToken,
-    ) {
-        let maintenance = Maintenance {
-            store: Arc::new(store),
-            metrics: metrics.clone(),
-            sources,
-            interval,
-            dead_letter,
-        };
+    fn spawn_maintenance(&mut self, maintenance: Maintenance, stop: &CancellationToken) {
         self.background
             .push(tokio::spawn(maintenance.run(stop.clone())));
     }
