@@ -48,6 +48,7 @@ crate::contract_tests!(
     a_failed_replay_is_retried_through_the_one_retry_entry_point,
     a_claimed_prompt_of_a_decided_approval_is_skipped_by_its_handler,
     a_replay_whose_last_lease_expires_is_failed_by_the_sweep_and_counted,
+    nodes_loading_the_same_definition_at_once_agree_on_one_version,
 );
 
 fn viewer(name: &str, role: Role) -> Viewer {
@@ -944,5 +945,22 @@ async fn a_replay_whose_last_lease_expires_is_failed_by_the_sweep_and_counted(db
         .metrics
         .render()
         .contains("herald_approval_action_replay_exhausted_total{lifecycle_event=\"recall\"} 1"));
+    f.close().await;
+}
+
+async fn nodes_loading_the_same_definition_at_once_agree_on_one_version(db: &TestDb) {
+    let f = fixture(db).await;
+    let mut loads = Vec::new();
+    for _ in 0..6 {
+        let store = f.store.clone();
+        loads.push(tokio::spawn(async move {
+            store.put_definition(&deal_definition(), "config").await
+        }));
+    }
+    for load in loads {
+        let definition = load.await.unwrap().expect("every node starts");
+        assert_eq!(definition.version, 1);
+    }
+    assert_eq!(f.store.definitions().await.unwrap().len(), 1);
     f.close().await;
 }
