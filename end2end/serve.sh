@@ -18,7 +18,10 @@ export HERALD_MAX_BACKOFF_MS=200
 export HERALD_WORKER_POLL_INTERVAL_MS=100
 export HERALD_MAINTENANCE_INTERVAL_MS=200
 export HERALD_CHAT_MAX_CHARS=40
-cat > "$dir/herald.toml" <<TOML
+# Approval prompt routes and replay settings (approvals.spec.ts) come first:
+# top-level keys must precede the route tables.
+cat approvals.toml > "$dir/herald.toml"
+cat >> "$dir/herald.toml" <<TOML
 [[routes]]
 name = "ops-chat"
 channel = "chat"

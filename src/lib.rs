@@ -16,6 +16,7 @@ pub mod channels;
 pub mod cli;
 pub mod config;
 pub mod console;
+pub mod console_approvals;
 pub mod http;
 pub mod notifications;
 pub mod outbox;

@@ -21,7 +21,6 @@ use crate::notifications::{kinds, DeliveryHandler, NotificationPlanner};
 use crate::outbox::handler::Registry;
 use crate::outbox::maintenance::Maintenance;
 use crate::outbox::metrics::Metrics;
-use crate::outbox::model::DeadLetterNotifier;
 use crate::outbox::model::Source;
 use crate::outbox::policy::RetryPolicy;
 use crate::outbox::worker::{DrainReport, Worker, WorkerConfig};
@@ -236,7 +235,7 @@ impl Runtime {
                 drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
                 ..WorkerConfig::default()
             },
-            approvals_wake,
+            approvals_wake.clone(),
         );
         runtime
             .workers
@@ -266,52 +265,61 @@ impl Runtime {
             vec![Source::Jobs.as_str(), Source::Approvals.as_str()]
         };
         let dead_letter = registry.dead_letter_notifier().cloned();
+        let approvals_registry = runtime.approvals_registry.clone();
+        let jobs_registries = if separate_approvals {
+            vec![registry.clone()]
+        } else {
+            vec![registry.clone(), approvals_registry.clone()]
+        };
         runtime.spawn_maintenance(
-            jobs_store.clone(),
-            jobs_sources,
-            &metrics,
-            interval,
-            dead_letter,
+            Maintenance {
+                store: Arc::new(jobs_store.clone()),
+                metrics: metrics.clone(),
+                sources: jobs_sources,
+                interval,
+                dead_letter,
+                registries: jobs_registries,
+                passes: Default::default(),
+            },
             &stop,
         );
         if separate_approvals {
             runtime.spawn_maintenance(
-                approvals_store.clone(),
-                vec![Source::Approvals.as_str()],
-                &metrics,
-                interval,
-                None,
+                Maintenance {
+                    store: Arc::new(approvals_store.clone()),
+                    metrics: metrics.clone(),
+                    sources: vec![Source::Approvals.as_str()],
+                    interval,
+                    dead_letter: None,
+                    registries: vec![approvals_registry],
+                    passes: Default::default(),
+                },
                 &stop,
             );
-            runtime.extra_stores.push(approvals_store);
+            runtime.extra_stores.push(approvals_store.clone());
         }
+        // Approval prompts and alerts wake on commits by other nodes too (the replay
+        // worker polls on its own interval).
+        let mut listeners: Vec<(String, Vec<Arc<Notify>>)> = Vec::new();
         if jobs_store.engine() == Engine::Postgres {
-            runtime.background.push(tokio::spawn(listen_for_commits(
-                settings.database_url.clone(),
-                wake,
-                stop.clone(),
-            )));
+            listeners.push((settings.database_url.clone(), vec![wake]));
+        }
+        if approvals_store.engine() == Engine::Postgres {
+            if separate_approvals {
+                listeners.push((settings.approvals_url().to_string(), vec![approvals_wake]));
+            } else if let Some((_, wakes)) = listeners.first_mut() {
+                wakes.push(approvals_wake);
+            }
+        }
+        for (url, wakes) in listeners {
+            runtime
+                .background
+                .push(tokio::spawn(listen_for_commits(url, wakes, stop.clone())));
         }
         Ok(runtime)
     }
 
-    fn spawn_maintenance(
-        &mut self,
-        store: SqlStore,
-        sources: Vec<&'static str>,
-        metrics: &Arc<Metrics>,
-        interval: Duration,
-        dead_letter: Option<DeadLetterNotifier>,
-        stop: &CancellationToken,
-    ) {
-        let maintenance = Maintenance {
-            store: Arc::new(store),
-            metrics: metrics.clone(),
-            sources,
-            interval,
-            dead_letter,
-            passes: Default::default(),
-        };
+    fn spawn_maintenance(&mut self, maintenance: Maintenance, stop: &CancellationToken) {
         self.background
             .push(tokio::spawn(maintenance.run(stop.clone())));
     }
@@ -336,14 +344,16 @@ impl Runtime {
 
 /// Wakes local workers when any node commits events (PostgreSQL NOTIFY is sent
 /// at commit by `enqueue_in`).
-async fn listen_for_commits(url: String, wake: Arc<Notify>, stop: CancellationToken) {
+async fn listen_for_commits(url: String, wakes: Vec<Arc<Notify>>, stop: CancellationToken) {
     loop {
         let listened = async {
             let mut listener = sqlx::postgres::PgListener::connect(&url).await?;
             listener.listen("herald_outbox").await?;
             loop {
                 listener.recv().await?;
-                wake.notify_one();
+                for wake in &wakes {
+                    wake.notify_one();
+                }
             }
             #[allow(unreachable_code)]
             Ok::<(), sqlx::Error>(())

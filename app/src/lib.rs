@@ -5,6 +5,7 @@
 #![recursion_limit = "256"]
 
 pub mod api;
+pub mod approvals;
 pub mod dto;
 mod pages;
 #[cfg(feature = "ssr")]

@@ -193,4 +193,8 @@ impl Handler for ReplayHandler {
             metrics.record_replay_exhausted(lifecycle_event);
         }
     }
+
+    fn swept_failed(&self, metrics: &Metrics) {
+        metrics.record_replay_exhausted(LifecycleEvent::Recall.label());
+    }
 }

@@ -66,6 +66,11 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
     let routes = generate_route_list(App);
     let console: Arc<dyn ConsolePort> =
         Arc::new(Console::new(state.runs.clone(), state.deliveries.clone()));
+    let approvals_console: Arc<dyn app::approvals::port::ApprovalsPort> =
+        Arc::new(crate::console_approvals::ApprovalsConsole {
+            approvals: state.approvals.clone(),
+            deliveries: state.deliveries.clone(),
+        });
     let leptos_options = state.leptos.clone();
     let not_found = not_found_page(console.clone(), leptos_options.clone());
     let site_root = leptos_options.site_root.to_string();
@@ -100,7 +105,10 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
         .leptos_routes_with_context(
             &state,
             routes,
-            move || provide_context(console.clone()),
+            move || {
+                provide_context(console.clone());
+                provide_context(approvals_console.clone());
+            },
             move || shell(leptos_options.clone()),
         )
         .fallback_service(ServeDir::new(site_root).not_found_service(not_found))

@@ -87,6 +87,10 @@ pub trait Handler: Send + Sync + 'static {
     /// Called once an attempt's settlement is durably accepted: a kind's own
     /// metrics (the engine's are recorded for every kind).
     fn settled(&self, _settlement: &super::model::Settlement, _metrics: &super::metrics::Metrics) {}
+
+    /// Called when the maintenance sweep fails an event of this kind whose last
+    /// attempt's lease expired (no settlement exists for it).
+    fn swept_failed(&self, _metrics: &super::metrics::Metrics) {}
 }
 
 pub struct Registration {

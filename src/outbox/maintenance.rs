@@ -24,6 +24,8 @@ pub struct Maintenance {
     pub sources: Vec<&'static str>,
     pub interval: Duration,
     pub dead_letter: Option<DeadLetterNotifier>,
+    /// The handlers of the kinds this store holds, told about swept failures.
+    pub registries: Vec<Arc<super::handler::Registry>>,
     /// Passes so far (the first counts everything).
     pub passes: std::sync::atomic::AtomicU64,
 }
@@ -44,6 +46,9 @@ impl Maintenance {
                 }
                 for (event_id, kind) in &report.failed {
                     self.metrics.record_exhausted(kind);
+                    if let Some(registration) = self.registries.iter().find_map(|r| r.get(kind)) {
+                        registration.handler.swept_failed(&self.metrics);
+                    }
                     tracing::error!(event_id = %event_id, kind = %kind,
                         "OPERATOR_ALERT: event failed after its last attempt's lease expired; dead-lettered");
                 }

@@ -68,8 +68,34 @@ pub struct StatusCount {
 
 impl SqlStore {
     /// Stores `spec` as a new version of its definition unless the latest version
-    /// already says the same; returns the version that is now current.
+    /// already says the same; returns the version that is now current. Two nodes
+    /// loading the same config at once race on the version's key: the loser reads
+    /// again and finds the winner's identical version.
     pub async fn put_definition(
+        &self,
+        spec: &DefinitionSpec,
+        created_by: &str,
+    ) -> Result<Definition, StoreError> {
+        let mut tries = 0;
+        loop {
+            match self.try_put_definition(spec, created_by).await {
+                Err(StoreError::AlreadyExists(_)) if tries < 3 => tries += 1,
+                // A commit-time conflict (MySQL deadlock 1213, SQLSTATE 40001) lost a race.
+                Err(StoreError::Database(err))
+                    if tries < 3
+                        && err
+                            .as_database_error()
+                            .and_then(|db| db.code())
+                            .is_some_and(|code| code == "40001") =>
+                {
+                    tries += 1
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn try_put_definition(
         &self,
         spec: &DefinitionSpec,
         created_by: &str,

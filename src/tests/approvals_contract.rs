@@ -47,6 +47,8 @@ crate::contract_tests!(
     a_recall_whose_enqueue_fails_rolls_back,
     a_failed_replay_is_retried_through_the_one_retry_entry_point,
     a_claimed_prompt_of_a_decided_approval_is_skipped_by_its_handler,
+    a_replay_whose_last_lease_expires_is_failed_by_the_sweep_and_counted,
+    nodes_loading_the_same_definition_at_once_agree_on_one_version,
 );
 
 fn viewer(name: &str, role: Role) -> Viewer {
@@ -890,5 +892,81 @@ async fn a_claimed_prompt_of_a_decided_approval_is_skipped_by_its_handler(db: &T
         Outcome::Skipped { reason } => assert!(reason.contains("rejected"), "{reason}"),
         other => panic!("a decided approval's prompt must be skipped, not {other:?}"),
     }
+    f.close().await;
+}
+
+async fn a_replay_whose_last_lease_expires_is_failed_by_the_sweep_and_counted(db: &TestDb) {
+    use herald::outbox::maintenance::Maintenance;
+    use herald::store::ports::ClaimRequest;
+    let f = fixture(db).await;
+    let (_account, _deal, approval) = f.submitted().await;
+    f.approvals.recall(Some(&alice()), &approval).await.unwrap();
+    let event_id = f.replay_event(&approval).await.event_id;
+    let sql = f
+        .store
+        .engine()
+        .sql("UPDATE outbox_events SET cycle_attempts = max_attempts - 1 WHERE event_id = ?")
+        .into_owned();
+    sqlx::query(&sql)
+        .bind(&event_id)
+        .execute(f.store.pool())
+        .await
+        .unwrap();
+    // A worker claims the last attempt and dies with it.
+    let claimed = f
+        .store
+        .claim(&ClaimRequest {
+            lease_token: "dead-worker".into(),
+            holder: "dead".into(),
+            limit: 1,
+            kinds: vec![kinds::FIELD_UPDATE.into()],
+            lease_ms_by_kind: vec![(kinds::FIELD_UPDATE.into(), 50)],
+            default_lease_ms: 50,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let mut registry = Registry::new();
+    registry.register(
+        kinds::FIELD_UPDATE,
+        Source::Approvals,
+        replay_policy(&f.settings),
+        Arc::new(ReplayHandler::new(f.store.clone())),
+    );
+    let maintenance = Maintenance {
+        store: Arc::new(f.store.clone()),
+        metrics: f.metrics.clone(),
+        sources: vec!["approvals"],
+        interval: Duration::from_secs(1),
+        dead_letter: None,
+        registries: vec![Arc::new(registry)],
+        passes: Default::default(),
+    };
+    assert!(maintenance.run_once().await);
+    let event = f.store.get_event(&event_id).await.unwrap().unwrap();
+    assert_eq!(event.status, DeliveryStatus::Failed);
+    assert!(event.alerted_at.is_some());
+    assert!(f
+        .metrics
+        .render()
+        .contains("herald_approval_action_replay_exhausted_total{lifecycle_event=\"recall\"} 1"));
+    f.close().await;
+}
+
+async fn nodes_loading_the_same_definition_at_once_agree_on_one_version(db: &TestDb) {
+    let f = fixture(db).await;
+    let mut loads = Vec::new();
+    for _ in 0..6 {
+        let store = f.store.clone();
+        loads.push(tokio::spawn(async move {
+            store.put_definition(&deal_definition(), "config").await
+        }));
+    }
+    for load in loads {
+        let definition = load.await.unwrap().expect("every node starts");
+        assert_eq!(definition.version, 1);
+    }
+    assert_eq!(f.store.definitions().await.unwrap().len(), 1);
     f.close().await;
 }

@@ -1,5 +1,6 @@
 //! The console's document shell, router and shared chrome.
 
+mod approvals;
 mod audit;
 mod login;
 mod run;
@@ -50,6 +51,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/runs") view=runs::RunsPage />
                 <Route path=path!("/runs/:id") view=run::RunPage ssr=SsrMode::Async />
                 <Route path=path!("/audit") view=audit::AuditPage ssr=SsrMode::Async />
+                <Route path=path!("/approvals") view=approvals::ApprovalsPage />
             </Routes>
         </Router>
     }
@@ -137,6 +139,7 @@ fn TopBar() -> impl IntoView {
             <nav aria-label="Main">
                 <A href="/runs">"Runs"</A>
                 <A href="/audit">"Audit"</A>
+                <A href="/approvals">"Approvals"</A>
             </nav>
             <div class="who">
                 <Suspense fallback=|| ()>

@@ -1,0 +1,270 @@
+//! The Approvals page: approvals with their state, definition and target record;
+//! one approval's timeline (nodes and work items) and its prompt, alert and replay
+//! events; Approve / Reject / Recall for whoever may; and the failed-replay shelf
+//! with retry. The selected approval lives in the URL (`?id=`).
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+use super::TopBar;
+use crate::approvals::{
+    approval_detail, list_approvals, replay_shelf, ActOnApproval, ApprovalDetailView, ApprovalRow,
+    ReplayShelfView, RetryReplay,
+};
+
+#[component]
+pub fn ApprovalsPage() -> impl IntoView {
+    let query = use_query_map();
+    let selected = Memo::new(move |_| query.with(|q| q.get("id").filter(|v| !v.is_empty())));
+    let act = ServerAction::<ActOnApproval>::new();
+    let retry = ServerAction::<RetryReplay>::new();
+    let changes = move || (act.version().get(), retry.version().get());
+    let list = Resource::new(changes, |_| list_approvals());
+    let detail = Resource::new(
+        move || (selected.get(), changes()),
+        |(id, _)| async move {
+            match id {
+                Some(id) => approval_detail(id).await.map(Some),
+                None => Ok(None),
+            }
+        },
+    );
+    let shelf = Resource::new(changes, |_| replay_shelf());
+    let act_error = move || {
+        act.value()
+            .get()
+            .and_then(|r| r.err())
+            .or_else(|| retry.value().get().and_then(|r| r.err()))
+            .map(|e| {
+                view! { <div class="panel state error" role="alert" data-testid="action-error">{e.to_string()}</div> }
+            })
+    };
+
+    view! {
+        <Title text="Approvals · Herald" />
+        <TopBar />
+        <main class="page">
+            <div class="page-head">
+                <div>
+                    <h1>"Approvals"</h1>
+                    <p class="muted">"Approval processes over records, newest first."</p>
+                </div>
+            </div>
+            {act_error}
+            <Transition fallback=|| view! { <div class="panel state">"Loading approval…"</div> }>
+                {move || Suspend::new(async move {
+                    match detail.await {
+                        Ok(Some(detail)) => view! { <Detail detail act /> }.into_any(),
+                        Ok(None) => ().into_any(),
+                        Err(err) => view! { <Failed what="The approval" message=err.to_string() /> }.into_any(),
+                    }
+                })}
+            </Transition>
+            <Transition fallback=|| view! { <div class="panel state">"Loading approvals…"</div> }>
+                {move || Suspend::new(async move {
+                    match list.await {
+                        Ok(rows) => view! { <ApprovalsTable rows /> }.into_any(),
+                        Err(err) => view! { <Failed what="Approvals" message=err.to_string() /> }.into_any(),
+                    }
+                })}
+            </Transition>
+            <Transition fallback=|| ()>
+                {move || Suspend::new(async move {
+                    match shelf.await {
+                        Ok(shelf) => view! { <Shelf shelf retry /> }.into_any(),
+                        Err(err) => view! { <Failed what="The replay shelf" message=err.to_string() /> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </main>
+    }
+}
+
+#[component]
+fn Failed(what: &'static str, message: String) -> impl IntoView {
+    view! {
+        <div class="panel state error" role="alert" data-testid="error-state">
+            <h2>{format!("{what} could not be loaded")}</h2>
+            <p>{message}</p>
+        </div>
+    }
+}
+
+fn badge(status: &str) -> impl IntoView {
+    view! { <span class=format!("badge status-{status}") data-testid="status">{status.to_string()}</span> }
+}
+
+#[component]
+fn ApprovalsTable(rows: Vec<ApprovalRow>) -> impl IntoView {
+    if rows.is_empty() {
+        return view! {
+            <div class="panel state" data-testid="empty-state">
+                <h2>"No approvals yet"</h2>
+                <p class="muted">"Approvals appear here when records are submitted with "
+                    <code>"POST /api/v1/approvals"</code> "."</p>
+            </div>
+        }
+        .into_any();
+    }
+    view! {
+        <div class="panel table-wrap">
+            <table class="runs" data-testid="approvals-table">
+                <thead>
+                    <tr>
+                        <th>"Approval"</th>
+                        <th>"Record"</th>
+                        <th>"Definition"</th>
+                        <th>"Status"</th>
+                        <th>"Step"</th>
+                        <th>"Submitted by"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {rows
+                        .into_iter()
+                        .map(|row| {
+                            let href = format!("/approvals?id={}", row.id);
+                            view! {
+                                <tr data-testid="approval-row" data-approval-id=row.id.clone()>
+                                    <td class="mono"><a href=href>{short(&row.id)}</a></td>
+                                    <td>{format!("{} {}", row.object, short(&row.record_id))}</td>
+                                    <td>{format!("{} v{}", row.definition_id, row.definition_version)}</td>
+                                    <td>{badge(&row.status)}</td>
+                                    <td>{row.step}</td>
+                                    <td>{row.submitted_by}</td>
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+fn Detail(detail: ApprovalDetailView, act: ServerAction<ActOnApproval>) -> impl IntoView {
+    let ApprovalDetailView {
+        approval,
+        timeline,
+        events,
+        can_decide,
+        can_recall,
+    } = detail;
+    let pending = approval.status == "pending";
+    let approval_id = approval.id.clone();
+    let button = move |action: &'static str, label: &'static str| {
+        let id = approval_id.clone();
+        view! {
+            <button
+                class="button"
+                data-testid=format!("{action}-button")
+                disabled=move || act.pending().get()
+                on:click=move |_| {
+                    act.dispatch(ActOnApproval { id: id.clone(), action: action.to_string() });
+                }
+            >
+                {label}
+            </button>
+        }
+    };
+    view! {
+        <section class="panel" data-testid="approval-detail" data-approval-id=approval.id.clone()>
+            <h2>{format!("Approval {}", short(&approval.id))}</h2>
+            <p>
+                {format!("{} {} · {} v{} · step {} · submitted by {}", approval.object, approval.record_id,
+                    approval.definition_id, approval.definition_version, approval.step, approval.submitted_by)}
+                " " {badge(&approval.status)}
+            </p>
+            <div class="actions">
+                {(pending && can_decide).then(|| button("approve", "Approve"))}
+                {(pending && can_decide).then(|| button("reject", "Reject"))}
+                {(pending && can_recall).then(|| button("recall", "Recall"))}
+            </div>
+            <h3>"Timeline"</h3>
+            <ol data-testid="timeline">
+                {timeline
+                    .into_iter()
+                    .map(|t| view! { <li>{t.what} " " {badge(&t.status)} {t.who.map(|w| format!(" by {w}"))}</li> })
+                    .collect_view()}
+            </ol>
+            <h3>"Events"</h3>
+            <table class="runs" data-testid="approval-events">
+                <thead>
+                    <tr><th>"Event"</th><th>"Kind"</th><th>"Status"</th><th>"Attempts"</th><th>"Last error"</th></tr>
+                </thead>
+                <tbody>
+                    {events
+                        .into_iter()
+                        .map(|e| view! {
+                            <tr data-testid="approval-event" data-kind=e.kind.clone() data-status=e.status.clone()>
+                                <td class="mono">{e.event_id}</td>
+                                <td>{e.kind.clone()}</td>
+                                <td>{badge(&e.status)}</td>
+                                <td>{e.attempts}</td>
+                                <td class="muted">{e.last_error.unwrap_or_else(|| "—".into())}</td>
+                            </tr>
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </section>
+    }
+}
+
+#[component]
+fn Shelf(shelf: ReplayShelfView, retry: ServerAction<RetryReplay>) -> impl IntoView {
+    let counts = if shelf.counts.is_empty() {
+        "no replays yet".to_string()
+    } else {
+        shelf
+            .counts
+            .iter()
+            .map(|(status, n)| format!("{status}: {n}"))
+            .collect::<Vec<_>>()
+            .join(" · ")
+    };
+    let can_retry = shelf.can_retry;
+    view! {
+        <section class="panel" data-testid="replay-shelf">
+            <h2>"Recall field-update replay"</h2>
+            <p class="muted" data-testid="replay-counts">{counts}</p>
+            {if shelf.failed.is_empty() {
+                view! { <p class="muted">"No failed replays."</p> }.into_any()
+            } else {
+                view! {
+                    <table class="runs">
+                        <thead><tr><th>"Event"</th><th>"Approval"</th><th>"Attempts"</th><th>"Error"</th><th></th></tr></thead>
+                        <tbody>
+                            {shelf.failed.into_iter().map(|row| {
+                                let event_id = row.event_id.clone();
+                                view! {
+                                    <tr data-testid="failed-replay">
+                                        <td class="mono">{row.event_id.clone()}</td>
+                                        <td class="mono">{short(&row.approval_id)}</td>
+                                        <td>{row.attempts}</td>
+                                        <td class="muted">{row.last_error.unwrap_or_default()}</td>
+                                        <td>{can_retry.then(|| view! {
+                                            <button class="button" data-testid="retry-replay"
+                                                on:click=move |_| { retry.dispatch(RetryReplay { event_id: event_id.clone() }); }>
+                                                "Retry"
+                                            </button>
+                                        })}</td>
+                                    </tr>
+                                }
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                }.into_any()
+            }}
+        </section>
+    }
+}
+
+/// The last 12 characters of an id.
+fn short(id: &str) -> String {
+    let start = id.len().saturating_sub(12);
+    format!("…{}", &id[start..])
+}

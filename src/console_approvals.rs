@@ -1,0 +1,188 @@
+//! The server's implementation of the Approvals page's port
+//! (`app::approvals::port::ApprovalsPort`) over the approvals service and the one
+//! retry entry point.
+
+use async_trait::async_trait;
+
+use app::approvals::port::ApprovalsPort;
+use app::approvals::{
+    ApprovalDetailView, ApprovalEventRow, ApprovalRow, FailedReplayRow, ReplayShelfView,
+    TimelineEntry,
+};
+use app::dto::{DeliveryStatus, Permission, Role, Viewer};
+use app::port::ConsoleError;
+
+use crate::approvals::model::kinds;
+use crate::http::ApiError;
+use crate::service::approvals::{ApprovalService, ApprovalView};
+use crate::service::deliveries::{DeliveryService, RetryRequest};
+use crate::service::ServiceError;
+
+pub struct ApprovalsConsole {
+    pub approvals: ApprovalService,
+    pub deliveries: DeliveryService,
+}
+
+fn console_error(err: ServiceError) -> ConsoleError {
+    let api = ApiError::from(err);
+    ConsoleError {
+        status: api.status.as_u16(),
+        message: api.message,
+    }
+}
+
+fn row(view: ApprovalView) -> ApprovalRow {
+    ApprovalRow {
+        id: view.id,
+        definition_id: view.definition_id,
+        definition_version: view.definition_version,
+        object: view.object,
+        record_id: view.record_id,
+        status: view.status.as_str().to_string(),
+        step: view.step,
+        submitted_by: view.submitted_by,
+        decided_by: view.decided_by,
+        updated_at: view.updated_at,
+    }
+}
+
+fn text(value: &serde_json::Value, key: &str) -> String {
+    value[key].as_str().unwrap_or_default().to_string()
+}
+
+#[async_trait]
+impl ApprovalsPort for ApprovalsConsole {
+    async fn list(&self, viewer: Option<&Viewer>) -> Result<Vec<ApprovalRow>, ConsoleError> {
+        let views = self.approvals.list(viewer).await.map_err(console_error)?;
+        Ok(views.into_iter().map(row).collect())
+    }
+
+    async fn detail(
+        &self,
+        viewer: Option<&Viewer>,
+        id: &str,
+    ) -> Result<ApprovalDetailView, ConsoleError> {
+        let detail = self
+            .approvals
+            .get(viewer, id)
+            .await
+            .map_err(console_error)?;
+        let viewer = viewer.cloned().unwrap_or(Viewer {
+            name: String::new(),
+            role: Role::Reader,
+        });
+        let mut timeline = Vec::new();
+        let mut can_decide = false;
+        for node in &detail.nodes {
+            timeline.push(TimelineEntry {
+                what: format!("Step {:?}", text(node, "step_name")),
+                status: text(node, "status"),
+                who: None,
+            });
+            for item in detail
+                .work_items
+                .iter()
+                .filter(|w| w["node_id"] == node["id"])
+            {
+                let (kind, approver) = (text(item, "approver_kind"), text(item, "approver"));
+                let status = text(item, "status");
+                if status == "pending"
+                    && ((kind == "user" && approver == viewer.name)
+                        || (kind == "role" && approver == viewer.role.as_str()))
+                {
+                    can_decide = true;
+                }
+                timeline.push(TimelineEntry {
+                    what: format!("Work item for {kind} {approver}"),
+                    status,
+                    who: item["decided_by"].as_str().map(str::to_string),
+                });
+            }
+        }
+        let approval = row(detail.approval);
+        let can_recall = viewer.can(Permission::ApprovalsSubmit)
+            && (approval.submitted_by == viewer.name || viewer.role == Role::Admin);
+        Ok(ApprovalDetailView {
+            approval,
+            timeline,
+            events: detail
+                .events
+                .into_iter()
+                .map(|e| ApprovalEventRow {
+                    event_id: e.event_id,
+                    kind: e.kind,
+                    status: e.status,
+                    attempts: e.attempts,
+                    last_error: e.last_error,
+                })
+                .collect(),
+            can_decide,
+            can_recall,
+        })
+    }
+
+    async fn act(
+        &self,
+        viewer: Option<&Viewer>,
+        id: &str,
+        action: &str,
+    ) -> Result<ApprovalRow, ConsoleError> {
+        let result = match action {
+            "approve" => self.approvals.approve(viewer, id).await,
+            "reject" => self.approvals.reject(viewer, id).await,
+            "recall" => self.approvals.recall(viewer, id).await,
+            other => Err(ServiceError::invalid(
+                "action",
+                format!("unknown action {other:?}; expected approve, reject or recall"),
+            )),
+        };
+        result.map(row).map_err(console_error)
+    }
+
+    async fn shelf(&self, viewer: Option<&Viewer>) -> Result<ReplayShelfView, ConsoleError> {
+        let status = self
+            .approvals
+            .replay_status(viewer)
+            .await
+            .map_err(console_error)?;
+        Ok(ReplayShelfView {
+            counts: status
+                .counts
+                .into_iter()
+                .map(|c| (c.status, c.count))
+                .collect(),
+            failed: status
+                .failed
+                .into_iter()
+                .map(|f| FailedReplayRow {
+                    event_id: f.event_id,
+                    approval_id: f.approval_id,
+                    attempts: f.attempts,
+                    last_error: f.last_error,
+                    failed_at: f.failed_at,
+                })
+                .collect(),
+            can_retry: viewer.is_some_and(|v| v.can(Permission::RunsWrite)),
+        })
+    }
+
+    async fn retry_replay(
+        &self,
+        viewer: Option<&Viewer>,
+        event_id: &str,
+    ) -> Result<(), ConsoleError> {
+        self.deliveries
+            .retry(
+                viewer,
+                event_id,
+                RetryRequest {
+                    kind: kinds::FIELD_UPDATE.to_string(),
+                    expected_status: DeliveryStatus::Failed,
+                    allow_uncertain: false,
+                },
+            )
+            .await
+            .map(|_| ())
+            .map_err(console_error)
+    }
+}
