@@ -371,6 +371,48 @@ pub struct DeliveryView {
     pub dead_letter_id: Option<String>,
 }
 
+/// Filters and cursor of the outbox listing (the admin API's query parameters and
+/// the Deliveries page's URL).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryQuery {
+    pub kind: Option<String>,
+    /// A state, or `needs_attention` (failed or uncertain).
+    pub status: Option<String>,
+    pub source: Option<String>,
+    /// `<parent type>:<parent id>`, e.g. `run:0193…`.
+    pub parent: Option<String>,
+    /// Created at or after this instant (RFC 3339, or a `YYYY-MM-DD` day in UTC).
+    pub created_from: Option<String>,
+    /// Created before the end of this instant or day.
+    pub created_to: Option<String>,
+    pub after: Option<String>,
+    pub limit: Option<u32>,
+}
+
+/// What a bulk retry of everything matching a filter would touch.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkPreview {
+    /// Retryable deliveries matching (failed, skipped, and uncertain ones), up to
+    /// the cap plus one.
+    pub matching: u32,
+    /// How many of them are `uncertain` (retried only with the acknowledgement).
+    pub uncertain: u32,
+    /// More match than one action retries; the rest need another action.
+    pub capped: bool,
+    /// The most one action retries.
+    pub cap: u32,
+}
+
+/// What a bulk retry did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkOutcome {
+    pub retried: u32,
+    /// Deliveries that changed between listing and retrying: left alone.
+    pub changed: u32,
+    pub capped: bool,
+}
+
 /// One page of the outbox listing, newest first.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryPage {
@@ -440,11 +482,15 @@ pub struct RetryCommand {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEntry {
     pub id: String,
+    /// The delivery, or for a bulk retry the filter it covered.
     pub event_id: String,
+    /// `retry` or `bulk_retry`.
     pub action: String,
     pub actor: String,
     pub from_status: String,
     pub acknowledged_duplicate_risk: bool,
+    /// Deliveries the action retried (1 for a single retry).
+    pub affected: i64,
     pub at: String,
 }
 

@@ -257,16 +257,16 @@ mod pinned_migrations {
         (Engine::Sqlite, 1, "08418a6848c6d4749d25a2051be2974e3b1d5fff65828f3dcb0ef5ed039226b5fb95fec7a72e2d3d402a1379a94680a1"),
         (Engine::Sqlite, 2, "008fa6fd27ca3c488fc8f7edc946fd30d6bbaf0a811c31ce8b33613b8e2b489a27b9e79b1e7be98fad70db4eaef01e00"),
         (Engine::Sqlite, 3, "3018f744ab9ce54b043f18a1fd895d652cd7ba7bbe2196decc4ee7535cc204e04f9a2a6d3bc471cd6637c3e8c3ea7b91"),
-        (Engine::Sqlite, 5, "5b3b18cb82fb4c7120ca4fa7aa7b271b16b8e54413258137ef1c92ffad82e5cc1bce7452cac3dbab3c64292026e96cd7"),
+        (Engine::Sqlite, 5, "7c4b78e2e2c21d73cfcb68dcec7352bb10f1523b946e1911d0e461198f9872f60fade9c05aa21dc7515e4d7e20edd2b5"),
         (Engine::Postgres, 1, "f07585c35a521d00a45214b194364358f69879bb7bfa502a533ad9bbf5a5f98b52c10a41682a18bdc6e8782e4d99e36b"),
         (Engine::Postgres, 2, "6b169987ccf09ab76f29de6c8b135d75ab34dc117ea759e397bdaa4983aa49244bee3d2b74b4025d3bf69761fddf349f"),
         (Engine::Postgres, 3, "3018f744ab9ce54b043f18a1fd895d652cd7ba7bbe2196decc4ee7535cc204e04f9a2a6d3bc471cd6637c3e8c3ea7b91"),
         (Engine::Postgres, 4, "3e4ebe43e02cf2a9367f7b9b4386fb7a1b21bd825cfda4778afd573676729454386c9d92c43530ac9dd964d3d916954e"),
-        (Engine::Postgres, 5, "5b3b18cb82fb4c7120ca4fa7aa7b271b16b8e54413258137ef1c92ffad82e5cc1bce7452cac3dbab3c64292026e96cd7"),
+        (Engine::Postgres, 5, "6a29c101dfc46f827c82eaaa468ef3aa2c1e5361a7bd523f42b7b23c5a970ecadf2e0b374dd3a05fecd2bc64375b3b61"),
         (Engine::MySql, 1, "1b581b8b02aa611a72b4e888aeef4dd44a7869630da4fa86cde52e817119c185a7e01de3ff2298b326134abdec30d1ec"),
         (Engine::MySql, 2, "b25ae144b43823f1198c00f86305ec54ac8eb18e0c2f0649c1ebbc4823ba181d67278967b56fa6af3fa4971365d7b6ce"),
         (Engine::MySql, 3, "067caa0ce8b2d63ada14b3d417c7bc98e8ee38ee13f80ffae457fb8b12c78234fe4957fb8ab6ca5e428b7462c7798ef4"),
-        (Engine::MySql, 5, "fcbe8ad2342092d3fd9559c62f091bdf7a40f98d56a23c555a4ed72e179da56eddcf70ad5d64b933686ee5754abe1fcc"),
+        (Engine::MySql, 5, "2346cb536c62207403039feed5236aeea25f0d775e7cbfa704ba9d8a78a13f9d04d0c4d96ede013a443dc2e2b33c2bd0"),
     ];
 
     #[test]

@@ -1,6 +1,7 @@
 //! The console's document shell, router and shared chrome.
 
 mod audit;
+mod deliveries;
 mod login;
 mod run;
 mod runs;
@@ -50,6 +51,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/runs") view=runs::RunsPage />
                 <Route path=path!("/runs/:id") view=run::RunPage ssr=SsrMode::Async />
                 <Route path=path!("/audit") view=audit::AuditPage ssr=SsrMode::Async />
+                <Route path=path!("/deliveries") view=deliveries::DeliveriesPage />
             </Routes>
         </Router>
     }
@@ -136,6 +138,7 @@ fn TopBar() -> impl IntoView {
             </a>
             <nav aria-label="Main">
                 <A href="/runs">"Runs"</A>
+                <A href="/deliveries">"Deliveries"</A>
                 <A href="/audit">"Audit"</A>
             </nav>
             <div class="who">

@@ -67,7 +67,7 @@ impl Filters {
 }
 
 /// Percent-encodes a query value (types and cursors are plain ASCII, but be exact).
-fn encode(value: &str) -> String {
+pub(super) fn encode(value: &str) -> String {
     value
         .bytes()
         .map(|b| match b {
