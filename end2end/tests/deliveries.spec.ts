@@ -319,3 +319,16 @@ test("the Deliveries page lists every source's events and retries all matching a
   const bulk = page.getByTestId("audit-row").filter({ hasText: "bulk: kind=callback status=needs_attention" });
   await expect(bulk.getByTestId("audit-count")).toHaveText(String(matching));
 });
+
+test("the Runs page shows new runs and delivery changes within seconds, without a reload", async ({ page }) => {
+  await signIn(page, "reader");
+  await page.goto("/runs?tenant=e2e-live");
+  await waitForHydration(page);
+  await expect(page.getByTestId("empty-state")).toBeVisible();
+  await page.evaluate(() => ((window as any).__noReload = true));
+  receiver.defaults["/hook"] = 400;
+  const runId = await finishedRun({ tenant: "e2e-live" });
+  const row = page.locator(`[data-run-id="${runId}"]`);
+  await expect(row.getByTestId("delivery-worst")).toHaveText("Failed", { timeout: 6_000 });
+  expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
+});

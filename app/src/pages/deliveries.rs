@@ -62,6 +62,11 @@ pub fn DeliveriesPage() -> impl IntoView {
     });
     let page = Resource::new(move || query.get(), list_deliveries);
     let viewer = Resource::new(|| (), |_| current_viewer());
+    // Live updates, except while someone is using the filters or a bulk action.
+    super::poll_while_visible(
+        move || !super::focus_within(".filters") && !super::focus_within(".bulk"),
+        move || page.refetch(),
+    );
     view! {
         <Title text="Deliveries · Herald" />
         <TopBar />
@@ -73,16 +78,20 @@ pub fn DeliveriesPage() -> impl IntoView {
                 </div>
             </div>
             <DeliveryFilters query=query status_param=status_param />
-            <Transition fallback=|| view! { <div class="panel state">"Loading deliveries…"</div> }>
+            <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {
                     let may_retry = matches!(viewer.await, Ok(Some(v)) if v.can(Permission::RunsWrite));
+                    may_retry.then(|| view! {
+                        <BulkRetry query=query on_done=Callback::new(move |_| page.refetch()) />
+                    })
+                })}
+            </Suspense>
+            <Transition fallback=|| view! { <div class="panel state">"Loading deliveries…"</div> }>
+                {move || Suspend::new(async move {
                     let current = query.get_untracked();
                     let status = status_param.get_untracked();
                     match page.await {
-                        Ok(result) => view! {
-                            {may_retry.then(|| view! { <BulkRetry query=current.clone() on_done=Callback::new(move |_| page.refetch()) /> })}
-                            <DeliveriesTable page=result query=current status />
-                        }.into_any(),
+                        Ok(result) => view! { <DeliveriesTable page=result query=current status /> }.into_any(),
                         Err(failure) => view! { <ErrorPanel failure what="Deliveries could not be loaded" retry="/deliveries".to_string() /> }.into_any(),
                     }
                 })}
@@ -215,7 +224,7 @@ fn DeliveryRow(d: DeliveryView) -> impl IntoView {
     };
     view! {
         <tr data-testid="delivery-row" data-event-id=d.event_id.clone()>
-            <td class="mono" title=d.event_id.clone()>{short_id(&d.event_id)}</td>
+            <td class="mono wrap">{d.event_id.clone()}</td>
             <td>{d.kind.clone()}</td>
             <td>{d.source.clone()}</td>
             <td>{parent}</td>
@@ -229,7 +238,7 @@ fn DeliveryRow(d: DeliveryView) -> impl IntoView {
 
 /// Retry everything the filter matches: count first, then confirm.
 #[component]
-fn BulkRetry(query: DeliveryQuery, on_done: Callback<()>) -> impl IntoView {
+fn BulkRetry(query: Memo<DeliveryQuery>, on_done: Callback<()>) -> impl IntoView {
     let preview = Action::new(|q: &DeliveryQuery| preview_bulk_retry(q.clone()));
     let run = Action::new(|(q, ack): &(DeliveryQuery, bool)| bulk_retry(q.clone(), *ack));
     let include_uncertain = RwSignal::new(false);
@@ -239,8 +248,11 @@ fn BulkRetry(query: DeliveryQuery, on_done: Callback<()>) -> impl IntoView {
             on_done.run(());
         }
     });
-    let q_preview = query.clone();
-    let q_run = query.clone();
+    // A new filter is a new question: forget the last count.
+    Effect::new(move |_| {
+        query.track();
+        dismissed.set(true);
+    });
     let confirm = move |preview: &BulkPreview| {
         let ack = include_uncertain.get();
         let count = if ack {
@@ -257,13 +269,12 @@ fn BulkRetry(query: DeliveryQuery, on_done: Callback<()>) -> impl IntoView {
         <section class="panel bulk" aria-labelledby="bulk-title" data-testid="bulk">
             <h2 id="bulk-title">"Retry everything matching these filters"</h2>
             <button type="button" class="button" data-testid="bulk-preview"
-                on:click=move |_| { dismissed.set(false); include_uncertain.set(false); preview.dispatch(q_preview.clone()); }>
+                on:click=move |_| { dismissed.set(false); include_uncertain.set(false); preview.dispatch(query.get_untracked()); }>
                 "Count matching deliveries…"
             </button>
             <div role="status" aria-live="polite">
                 {move || match (preview.value().get(), dismissed.get()) {
                     (Some(Ok(p)), false) => {
-                        let q_run = q_run.clone();
                         let p2 = p.clone();
                         let p3 = p.clone();
                         view! {
@@ -285,7 +296,7 @@ fn BulkRetry(query: DeliveryQuery, on_done: Callback<()>) -> impl IntoView {
                                     <button type="button" class="button" on:click=move |_| dismissed.set(true)>"Cancel"</button>
                                     <button type="button" class="button danger" data-testid="bulk-run"
                                         disabled=move || confirm(&p2).0 == 0 || run.pending().get()
-                                        on:click=move |_| { let (_, ack) = confirm(&p); run.dispatch((q_run.clone(), ack)); dismissed.set(true); }>
+                                        on:click=move |_| { let (_, ack) = confirm(&p); run.dispatch((query.get_untracked(), ack)); dismissed.set(true); }>
                                         {move || format!("Retry {}", confirm(&p3).0)}
                                     </button>
                                 </p>

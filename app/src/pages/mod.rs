@@ -57,6 +57,35 @@ pub fn App() -> impl IntoView {
     }
 }
 
+/// Live updates: calls `refresh` every two seconds while the page is visible and
+/// `wanted()` holds (polling pauses while the tab is hidden and resumes when it is
+/// shown again). Runs only in the browser.
+fn poll_while_visible(wanted: impl Fn() -> bool + 'static, refresh: impl Fn() + 'static) {
+    let tick = move || {
+        if !document().hidden() && wanted() {
+            refresh();
+        }
+    };
+    let tick = std::rc::Rc::new(tick);
+    Effect::new(move |_| {
+        let tick = tick.clone();
+        if let Ok(handle) =
+            set_interval_with_handle(move || tick(), std::time::Duration::from_secs(2))
+        {
+            on_cleanup(move || handle.clear());
+        }
+    });
+}
+
+/// Whether the keyboard focus is inside an element matching `selector` (someone is
+/// typing in a filter or confirming an action: do not redraw under them).
+fn focus_within(selector: &str) -> bool {
+    document()
+        .active_element()
+        .and_then(|el| el.closest(selector).ok().flatten())
+        .is_some()
+}
+
 /// Sets the HTTP status of the page being rendered on the server.
 fn set_status(status: u16) {
     #[cfg(feature = "ssr")]

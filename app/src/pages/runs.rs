@@ -111,6 +111,11 @@ pub fn RunsPage() -> impl IntoView {
         },
     );
 
+    // Live updates, except while someone is using the filters.
+    super::poll_while_visible(
+        move || !super::focus_within(".filters"),
+        move || page.refetch(),
+    );
     view! {
         <Title text="Runs · Herald" />
         <TopBar />
