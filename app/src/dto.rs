@@ -499,3 +499,55 @@ pub struct AuditPage {
     pub entries: Vec<AuditEntry>,
     pub next_cursor: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worst_state_is_the_one_that_most_needs_an_operator() {
+        let mut counts = DeliveryCounts::default();
+        assert_eq!(counts.worst, None);
+        counts.add(DeliveryStatus::Completed, 3);
+        counts.add(DeliveryStatus::Pending, 1);
+        counts.add(DeliveryStatus::Processing, 2);
+        assert_eq!(counts.worst, Some(DeliveryStatus::Pending));
+        counts.add(DeliveryStatus::Failed, 1);
+        counts.add(DeliveryStatus::Skipped, 1);
+        assert_eq!(counts.worst, Some(DeliveryStatus::Failed));
+        counts.add(DeliveryStatus::Uncertain, 1);
+        assert_eq!(counts.worst, Some(DeliveryStatus::Uncertain));
+        counts.add(DeliveryStatus::Failed, 0);
+        assert_eq!(counts.worst, Some(DeliveryStatus::Uncertain));
+        assert_eq!(
+            (counts.completed, counts.in_flight, counts.total()),
+            (3, 3, 9)
+        );
+    }
+
+    #[test]
+    fn delivery_filters_parse_needs_attention_or_one_state() {
+        assert_eq!(
+            DeliveryFilter::parse("needs_attention").map(DeliveryFilter::states),
+            Some(vec![DeliveryStatus::Failed, DeliveryStatus::Uncertain])
+        );
+        assert_eq!(
+            DeliveryFilter::parse("skipped"),
+            Some(DeliveryFilter::State(DeliveryStatus::Skipped))
+        );
+        assert_eq!(DeliveryFilter::parse("sideways"), None);
+        for status in DeliveryStatus::ALL {
+            assert_eq!(
+                DeliveryFilter::parse(status.as_str()).map(DeliveryFilter::as_str),
+                Some(status.as_str())
+            );
+            assert_eq!(
+                status.is_retryable(),
+                matches!(
+                    status,
+                    DeliveryStatus::Failed | DeliveryStatus::Skipped | DeliveryStatus::Uncertain
+                )
+            );
+        }
+    }
+}

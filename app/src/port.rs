@@ -7,8 +7,7 @@ use crate::dto::{
     RunPage, RunQuery, RunView, Viewer,
 };
 
-/// A failure the console can show: an HTTP-like status and a human message, and for
-/// a lost compare-and-set the state the delivery is in now.
+/// A failure the console can show: an HTTP-like status and a human message.
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct ConsoleError {

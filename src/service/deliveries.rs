@@ -541,6 +541,34 @@ mod tests {
     }
 
     #[test]
+    fn bulk_retries_start_only_from_retryable_states() {
+        use DeliveryStatus::*;
+        assert_eq!(retryable_states(&[], false), vec![Failed, Skipped]);
+        assert_eq!(
+            retryable_states(&[], true),
+            vec![Failed, Skipped, Uncertain]
+        );
+        assert_eq!(retryable_states(&[Failed, Uncertain], false), vec![Failed]);
+        assert_eq!(retryable_states(&[Completed, Pending], true), vec![]);
+    }
+
+    #[test]
+    fn bulk_audit_subjects_name_the_filter_and_stay_bounded() {
+        let query = DeliveryQuery {
+            kind: Some("callback".into()),
+            status: Some("failed".into()),
+            ..Default::default()
+        };
+        assert_eq!(describe(&query), "bulk: kind=callback status=failed");
+        assert_eq!(describe(&DeliveryQuery::default()), "bulk: all deliveries");
+        let long = DeliveryQuery {
+            kind: Some("é".repeat(200)),
+            ..Default::default()
+        };
+        assert!(describe(&long).len() <= 180);
+    }
+
+    #[test]
     fn cursors_round_trip_and_bad_ones_name_the_parameter() {
         assert_eq!(
             parse_cursor("1700000000000.callback_a.b").unwrap(),
