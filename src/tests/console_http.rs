@@ -707,3 +707,32 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
     chat.stop();
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_server_error_is_a_designed_page_that_leaks_nothing() {
+    use sqlx::{Connection, Executor};
+    let server = TestServer::start().await;
+    let admin = session(&server, Role::Admin).await;
+    assert_eq!(
+        admin
+            .get(server.url("/runs"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+    // Break the store under the running server: the Runs page's type list fails.
+    let mut conn = sqlx::AnyConnection::connect(&server.db.url).await.unwrap();
+    conn.execute("ALTER TABLE run_types RENAME TO run_types_gone")
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    let page = admin.get(server.url("/runs")).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("Something went wrong"), "{html}");
+    assert!(html.contains("href=\"/runs\""), "a way back");
+    assert!(!html.contains("run_types"), "no internal detail: {html}");
+    server.stop().await;
+}

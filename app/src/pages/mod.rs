@@ -48,10 +48,10 @@ pub fn App() -> impl IntoView {
         <Router>
             <Routes fallback=NotFound>
                 <Route path=path!("/login") view=login::LoginPage />
-                <Route path=path!("/runs") view=runs::RunsPage />
+                <Route path=path!("/runs") view=runs::RunsPage ssr=SsrMode::Async />
                 <Route path=path!("/runs/:id") view=run::RunPage ssr=SsrMode::Async />
                 <Route path=path!("/audit") view=audit::AuditPage ssr=SsrMode::Async />
-                <Route path=path!("/deliveries") view=deliveries::DeliveriesPage />
+                <Route path=path!("/deliveries") view=deliveries::DeliveriesPage ssr=SsrMode::Async />
             </Routes>
         </Router>
     }
