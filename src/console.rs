@@ -3,7 +3,10 @@
 
 use async_trait::async_trait;
 
-use app::dto::{AuditPage, DeliveryView, RetryCommand, RunPage, RunQuery, RunView, Viewer};
+use app::dto::{
+    AuditPage, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery, DeliveryView, RetryCommand,
+    RunPage, RunQuery, RunView, Viewer,
+};
 use app::port::{ConsoleError, ConsolePort};
 
 use crate::http::ApiError;
@@ -59,6 +62,40 @@ impl ConsolePort for Console {
         };
         self.deliveries
             .retry(viewer, &command.event_id, request)
+            .await
+            .map_err(console_error)
+    }
+
+    async fn list_deliveries(
+        &self,
+        viewer: Option<&Viewer>,
+        query: DeliveryQuery,
+    ) -> Result<DeliveryPage, ConsoleError> {
+        self.deliveries
+            .list(viewer, query)
+            .await
+            .map_err(console_error)
+    }
+
+    async fn bulk_preview(
+        &self,
+        viewer: Option<&Viewer>,
+        query: DeliveryQuery,
+    ) -> Result<BulkPreview, ConsoleError> {
+        self.deliveries
+            .bulk_preview(viewer, query)
+            .await
+            .map_err(console_error)
+    }
+
+    async fn bulk_retry(
+        &self,
+        viewer: Option<&Viewer>,
+        query: DeliveryQuery,
+        allow_uncertain: bool,
+    ) -> Result<BulkOutcome, ConsoleError> {
+        self.deliveries
+            .bulk_retry(viewer, query, allow_uncertain)
             .await
             .map_err(console_error)
     }

@@ -9,7 +9,10 @@ use leptos::server_fn::codec::{Json, JsonEncoding};
 use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
 use serde::{Deserialize, Serialize};
 
-use crate::dto::{AuditPage, DeliveryView, RetryCommand, RunPage, RunView, Viewer};
+use crate::dto::{
+    AuditPage, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery, DeliveryView, RetryCommand,
+    RunPage, RunView, Viewer,
+};
 #[cfg(feature = "ssr")]
 use crate::dto::{DeliveryFilter, RunQuery, RunStatus};
 
@@ -144,6 +147,39 @@ pub async fn audit_trail(after: Option<String>) -> Result<AuditPage, Failure> {
     let viewer = server::viewer();
     server::port()?
         .audit(viewer.as_ref(), after)
+        .await
+        .map_err(server::from_port)
+}
+
+/// One page of the outbox: every delivery of every source, filtered, newest first.
+#[server(prefix = "/console-api", endpoint = "deliveries", input = Json)]
+pub async fn list_deliveries(query: DeliveryQuery) -> Result<DeliveryPage, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .list_deliveries(viewer.as_ref(), query)
+        .await
+        .map_err(server::from_port)
+}
+
+/// How many deliveries a bulk retry of this filter would retry.
+#[server(prefix = "/console-api", endpoint = "bulk-preview", input = Json)]
+pub async fn preview_bulk_retry(query: DeliveryQuery) -> Result<BulkPreview, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .bulk_preview(viewer.as_ref(), query)
+        .await
+        .map_err(server::from_port)
+}
+
+/// Retries everything this filter matches (capped), each as its own compare-and-set.
+#[server(prefix = "/console-api", endpoint = "bulk-retry", input = Json)]
+pub async fn bulk_retry(
+    query: DeliveryQuery,
+    allow_uncertain: bool,
+) -> Result<BulkOutcome, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .bulk_retry(viewer.as_ref(), query, allow_uncertain)
         .await
         .map_err(server::from_port)
 }

@@ -394,6 +394,48 @@ pub struct DeliveryView {
     pub dead_letter_id: Option<String>,
 }
 
+/// Filters and cursor of the outbox listing (the admin API's query parameters and
+/// the Deliveries page's URL).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryQuery {
+    pub kind: Option<String>,
+    /// A state, or `needs_attention` (failed or uncertain).
+    pub status: Option<String>,
+    pub source: Option<String>,
+    /// `<parent type>:<parent id>`, e.g. `run:0193…`.
+    pub parent: Option<String>,
+    /// Created at or after this instant (RFC 3339, or a `YYYY-MM-DD` day in UTC).
+    pub created_from: Option<String>,
+    /// Created before the end of this instant or day.
+    pub created_to: Option<String>,
+    pub after: Option<String>,
+    pub limit: Option<u32>,
+}
+
+/// What a bulk retry of everything matching a filter would touch.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkPreview {
+    /// Retryable deliveries matching (failed, skipped, and uncertain ones), up to
+    /// the cap plus one.
+    pub matching: u32,
+    /// How many of them are `uncertain` (retried only with the acknowledgement).
+    pub uncertain: u32,
+    /// More match than one action retries; the rest need another action.
+    pub capped: bool,
+    /// The most one action retries.
+    pub cap: u32,
+}
+
+/// What a bulk retry did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkOutcome {
+    pub retried: u32,
+    /// Deliveries that changed between listing and retrying: left alone.
+    pub changed: u32,
+    pub capped: bool,
+}
+
 /// One page of the outbox listing, newest first.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryPage {
@@ -463,11 +505,15 @@ pub struct RetryCommand {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEntry {
     pub id: String,
+    /// The delivery, or for a bulk retry the filter it covered.
     pub event_id: String,
+    /// `retry` or `bulk_retry`.
     pub action: String,
     pub actor: String,
     pub from_status: String,
     pub acknowledged_duplicate_risk: bool,
+    /// Deliveries the action retried (1 for a single retry).
+    pub affected: i64,
     pub at: String,
 }
 
@@ -475,4 +521,56 @@ pub struct AuditEntry {
 pub struct AuditPage {
     pub entries: Vec<AuditEntry>,
     pub next_cursor: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worst_state_is_the_one_that_most_needs_an_operator() {
+        let mut counts = DeliveryCounts::default();
+        assert_eq!(counts.worst, None);
+        counts.add(DeliveryStatus::Completed, 3);
+        counts.add(DeliveryStatus::Pending, 1);
+        counts.add(DeliveryStatus::Processing, 2);
+        assert_eq!(counts.worst, Some(DeliveryStatus::Pending));
+        counts.add(DeliveryStatus::Failed, 1);
+        counts.add(DeliveryStatus::Skipped, 1);
+        assert_eq!(counts.worst, Some(DeliveryStatus::Failed));
+        counts.add(DeliveryStatus::Uncertain, 1);
+        assert_eq!(counts.worst, Some(DeliveryStatus::Uncertain));
+        counts.add(DeliveryStatus::Failed, 0);
+        assert_eq!(counts.worst, Some(DeliveryStatus::Uncertain));
+        assert_eq!(
+            (counts.completed, counts.in_flight, counts.total()),
+            (3, 3, 9)
+        );
+    }
+
+    #[test]
+    fn delivery_filters_parse_needs_attention_or_one_state() {
+        assert_eq!(
+            DeliveryFilter::parse("needs_attention").map(DeliveryFilter::states),
+            Some(vec![DeliveryStatus::Failed, DeliveryStatus::Uncertain])
+        );
+        assert_eq!(
+            DeliveryFilter::parse("skipped"),
+            Some(DeliveryFilter::State(DeliveryStatus::Skipped))
+        );
+        assert_eq!(DeliveryFilter::parse("sideways"), None);
+        for status in DeliveryStatus::ALL {
+            assert_eq!(
+                DeliveryFilter::parse(status.as_str()).map(DeliveryFilter::as_str),
+                Some(status.as_str())
+            );
+            assert_eq!(
+                status.is_retryable(),
+                matches!(
+                    status,
+                    DeliveryStatus::Failed | DeliveryStatus::Skipped | DeliveryStatus::Uncertain
+                )
+            );
+        }
+    }
 }

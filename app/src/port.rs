@@ -2,10 +2,12 @@
 
 use async_trait::async_trait;
 
-use crate::dto::{AuditPage, DeliveryView, RetryCommand, RunPage, RunQuery, RunView, Viewer};
+use crate::dto::{
+    AuditPage, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery, DeliveryView, RetryCommand,
+    RunPage, RunQuery, RunView, Viewer,
+};
 
-/// A failure the console can show: an HTTP-like status and a human message, and for
-/// a lost compare-and-set the state the delivery is in now.
+/// A failure the console can show: an HTTP-like status and a human message.
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct ConsoleError {
@@ -28,6 +30,25 @@ pub trait ConsolePort: Send + Sync + 'static {
         viewer: Option<&Viewer>,
         command: RetryCommand,
     ) -> Result<DeliveryView, ConsoleError>;
+
+    async fn list_deliveries(
+        &self,
+        viewer: Option<&Viewer>,
+        query: DeliveryQuery,
+    ) -> Result<DeliveryPage, ConsoleError>;
+
+    async fn bulk_preview(
+        &self,
+        viewer: Option<&Viewer>,
+        query: DeliveryQuery,
+    ) -> Result<BulkPreview, ConsoleError>;
+
+    async fn bulk_retry(
+        &self,
+        viewer: Option<&Viewer>,
+        query: DeliveryQuery,
+        allow_uncertain: bool,
+    ) -> Result<BulkOutcome, ConsoleError>;
 
     async fn audit(
         &self,

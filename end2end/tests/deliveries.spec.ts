@@ -277,3 +277,58 @@ test("screenshot of the Runs page with delivery summaries", async ({ page }) => 
   await expect(page.getByTestId("delivery-summary").first()).toBeVisible();
   await page.screenshot({ path: "../docs/runs-deliveries.png" });
 });
+
+test("the Deliveries page lists every source's events and retries all matching after counting", async ({ page }) => {
+  receiver.defaults["/hook"] = 400;
+  const a = await finishedRun({ tenant: "e2e-bulk" });
+  const b = await finishedRun({ tenant: "e2e-bulk" });
+  await waitForStatus(a, "callback", "failed");
+  await waitForStatus(b, "callback", "failed");
+
+  await signIn(page, "reader");
+  await page.goto("/deliveries");
+  await waitForHydration(page);
+  await expect(page.getByTestId("state-attention")).toHaveAttribute("aria-current", "true");
+  await expect(page.getByTestId("delivery-row").first()).toBeVisible();
+  for (const status of await page.getByTestId("row-status").allTextContents()) {
+    expect(["Failed", "Uncertain"]).toContain(status);
+  }
+  await expect(page.getByTestId("bulk")).toHaveCount(0);
+  await expectAccessible(page, "Deliveries (reader)");
+  await page.getByTestId("logout").click();
+
+  receiver.defaults["/hook"] = 200;
+  await signIn(page, "operator");
+  await page.goto("/deliveries?kind=callback");
+  await waitForHydration(page);
+  await page.getByTestId("bulk-preview").click();
+  const count = page.getByTestId("bulk-count");
+  await expect(count).toContainText("retryable deliveries match");
+  const matching = Number((await count.textContent())!.match(/(\d+) retryable/)![1]);
+  expect(matching).toBeGreaterThanOrEqual(2);
+  await expectAccessible(page, "Deliveries bulk confirmation");
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await page.screenshot({ path: "../docs/deliveries-page.png" });
+  await page.getByTestId("bulk-run").click();
+  await expect(page.getByTestId("bulk-result")).toContainText(`Retried ${matching}.`);
+  await waitForStatus(a, "callback", "completed");
+  await waitForStatus(b, "callback", "completed");
+
+  await page.goto("/audit");
+  await waitForHydration(page);
+  const bulk = page.getByTestId("audit-row").filter({ hasText: "bulk: kind=callback status=needs_attention" });
+  await expect(bulk.getByTestId("audit-count")).toHaveText(String(matching));
+});
+
+test("the Runs page shows new runs and delivery changes within seconds, without a reload", async ({ page }) => {
+  await signIn(page, "reader");
+  await page.goto("/runs?tenant=e2e-live");
+  await waitForHydration(page);
+  await expect(page.getByTestId("empty-state")).toBeVisible();
+  await page.evaluate(() => ((window as any).__noReload = true));
+  receiver.defaults["/hook"] = 400;
+  const runId = await finishedRun({ tenant: "e2e-live" });
+  const row = page.locator(`[data-run-id="${runId}"]`);
+  await expect(row.getByTestId("delivery-worst")).toHaveText("Failed", { timeout: 6_000 });
+  expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
+});

@@ -13,3 +13,6 @@ DROP INDEX outbox_parent;
 CREATE INDEX outbox_created ON outbox_events (created_at, event_id);
 CREATE INDEX runs_tenant_id ON runs (tenant, id);
 CREATE INDEX runs_created_at ON runs (created_at);
+
+-- A bulk retry writes one audit row for every delivery it retried.
+ALTER TABLE outbox_audit ADD COLUMN affected BIGINT NOT NULL DEFAULT 1;

@@ -7,12 +7,12 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
-use app::dto::{DeliveryPage, DeliveryView};
+use app::dto::{DeliveryPage, DeliveryQuery, DeliveryView};
 
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery, MaybeViewer};
 use super::AppState;
-use crate::service::deliveries::{OutboxQuery, RetryRequest};
+use crate::service::deliveries::RetryRequest;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -30,7 +30,7 @@ pub fn router() -> Router<AppState> {
 async fn list_outbox(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
-    ApiQuery(query): ApiQuery<OutboxQuery>,
+    ApiQuery(query): ApiQuery<DeliveryQuery>,
 ) -> Result<Json<DeliveryPage>, ApiError> {
     Ok(Json(state.deliveries.list(viewer.as_ref(), query).await?))
 }

@@ -7,15 +7,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use app::dto::{
-    AttemptView, AuditEntry, AuditPage, DeliveryCounts, DeliveryDetail, DeliveryFilter,
-    DeliveryPage, DeliveryStatus, DeliveryView, Permission, Viewer,
+    AttemptView, AuditEntry, AuditPage, BulkOutcome, BulkPreview, DeliveryCounts, DeliveryDetail,
+    DeliveryFilter, DeliveryPage, DeliveryQuery, DeliveryStatus, DeliveryView, Permission, Viewer,
 };
 use serde::Deserialize;
 
-use super::{format_ms, require, ServiceError};
+use super::{format_ms, parse_instant, require, ServiceError};
 use crate::outbox::handler::Registry;
 use crate::outbox::model::{AttemptRecord, EventRecord, RetryRefusal};
-use crate::store::ports::{DeliveryReads, EventFilter, ManualRetry, OutboxStore};
+use crate::store::ports::{DeliveryReads, EventFilter, ManualRetry, NewAuditEntry, OutboxStore};
 
 /// The parent type of a run's events.
 pub const RUN_PARENT: &str = "run";
@@ -33,19 +33,8 @@ pub struct RetryRequest {
     pub allow_uncertain: bool,
 }
 
-/// Filters of the outbox listing as a caller sends them (query parameters).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OutboxQuery {
-    pub kind: Option<String>,
-    /// A state, or `needs_attention` (failed or uncertain).
-    pub status: Option<String>,
-    pub source: Option<String>,
-    /// `<parent type>:<parent id>`, e.g. `run:0193…`.
-    pub parent: Option<String>,
-    pub after: Option<String>,
-    pub limit: Option<u32>,
-}
+/// The most deliveries one bulk retry touches.
+pub const BULK_CAP: u32 = 1_000;
 
 #[derive(Clone)]
 pub struct DeliveryService {
@@ -143,7 +132,7 @@ impl DeliveryService {
     pub async fn list(
         &self,
         viewer: Option<&Viewer>,
-        query: OutboxQuery,
+        query: DeliveryQuery,
     ) -> Result<DeliveryPage, ServiceError> {
         require(viewer, Permission::RunsRead)?;
         let limit = query.limit.unwrap_or(DEFAULT_PAGE);
@@ -153,44 +142,12 @@ impl DeliveryService {
                 format!("must be 1 to {MAX_PAGE}"),
             ));
         }
-        let statuses = match non_empty(query.status) {
-            None => Vec::new(),
-            Some(value) => DeliveryFilter::parse(&value)
-                .ok_or_else(|| {
-                    ServiceError::invalid(
-                        "status",
-                        format!(
-                            "unknown state {value:?}; expected needs_attention or one of {}",
-                            DeliveryStatus::ALL.map(DeliveryStatus::as_str).join(", ")
-                        ),
-                    )
-                })?
-                .states(),
-        };
-        let (parent_type, parent_id) = match non_empty(query.parent) {
-            None => (None, None),
-            Some(value) => match value.split_once(':') {
-                Some((t, id)) if !t.is_empty() && !id.is_empty() => {
-                    (Some(t.to_string()), Some(id.to_string()))
-                }
-                _ => {
-                    return Err(ServiceError::invalid(
-                        "parent",
-                        "must be <parent type>:<parent id>, e.g. run:0193…",
-                    ))
-                }
-            },
-        };
         let filter = EventFilter {
-            kind: non_empty(query.kind),
-            statuses,
-            source: non_empty(query.source),
-            parent_type,
-            parent_id,
-            before: non_empty(query.after)
+            before: non_empty(query.after.clone())
                 .map(|cursor| parse_cursor(&cursor))
                 .transpose()?,
             limit: limit + 1,
+            ..filter_of(&query)?
         };
         let mut events = self.reads.list_events(&filter).await?;
         let next_cursor = if events.len() > limit as usize {
@@ -205,6 +162,112 @@ impl DeliveryService {
             events: events.iter().map(view).collect(),
             next_cursor,
         })
+    }
+
+    /// How many deliveries a bulk retry of `query` would retry. Operators and admins.
+    pub async fn bulk_preview(
+        &self,
+        viewer: Option<&Viewer>,
+        query: DeliveryQuery,
+    ) -> Result<BulkPreview, ServiceError> {
+        require(viewer, Permission::RunsWrite)?;
+        let filter = filter_of(&query)?;
+        let retryable = EventFilter {
+            statuses: retryable_states(&filter.statuses, true),
+            ..filter.clone()
+        };
+        let uncertain = EventFilter {
+            statuses: retryable_states(&filter.statuses, true)
+                .into_iter()
+                .filter(|s| *s == DeliveryStatus::Uncertain)
+                .collect(),
+            ..filter
+        };
+        let matching = count_or_zero(&*self.reads, &retryable).await?;
+        Ok(BulkPreview {
+            matching: matching.min(i64::from(BULK_CAP) + 1) as u32,
+            uncertain: count_or_zero(&*self.reads, &uncertain).await? as u32,
+            capped: matching > i64::from(BULK_CAP),
+            cap: BULK_CAP,
+        })
+    }
+
+    /// Retries every retryable delivery matching `query`, at most [`BULK_CAP`] per
+    /// action. Each is its own compare-and-set on the state it was listed in (one
+    /// that changed meanwhile is left alone and counted); `uncertain` ones only with
+    /// `allow_uncertain`. One audit row records the action and its count.
+    pub async fn bulk_retry(
+        &self,
+        viewer: Option<&Viewer>,
+        query: DeliveryQuery,
+        allow_uncertain: bool,
+    ) -> Result<BulkOutcome, ServiceError> {
+        let viewer = require(viewer, Permission::RunsWrite)?;
+        let filter = filter_of(&query)?;
+        let statuses = retryable_states(&filter.statuses, allow_uncertain);
+        if statuses.is_empty() {
+            return Ok(BulkOutcome::default());
+        }
+        let mut events = self
+            .reads
+            .list_events(&EventFilter {
+                statuses: statuses.clone(),
+                limit: BULK_CAP + 1,
+                ..filter
+            })
+            .await?;
+        let capped = events.len() > BULK_CAP as usize;
+        events.truncate(BULK_CAP as usize);
+        let mut outcome = BulkOutcome {
+            capped,
+            ..Default::default()
+        };
+        let mut acknowledged = false;
+        for event in &events {
+            let retried = self
+                .store
+                .retry_event(&ManualRetry {
+                    event_id: event.event_id.clone(),
+                    kind: event.kind.clone(),
+                    expected_status: event.status,
+                    allow_uncertain: allow_uncertain && event.status == DeliveryStatus::Uncertain,
+                    actor: viewer.name.clone(),
+                    max_attempts: self.max_attempts(&event.kind),
+                    audit: false,
+                })
+                .await?;
+            if retried.is_ok() {
+                outcome.retried += 1;
+                acknowledged |= event.status == DeliveryStatus::Uncertain;
+            } else {
+                outcome.changed += 1;
+            }
+        }
+        if outcome.retried > 0 {
+            self.reads
+                .record_audit(&NewAuditEntry {
+                    subject: describe(&query),
+                    action: "bulk_retry".into(),
+                    actor: viewer.name.clone(),
+                    from_status: match statuses.as_slice() {
+                        [one] => one.as_str().to_string(),
+                        _ => "several".to_string(),
+                    },
+                    acknowledged_duplicate_risk: acknowledged,
+                    affected: i64::from(outcome.retried),
+                })
+                .await?;
+        }
+        tracing::info!(by = %viewer.name, retried = outcome.retried, changed = outcome.changed, capped, "bulk retry");
+        Ok(outcome)
+    }
+
+    fn max_attempts(&self, kind: &str) -> u32 {
+        self.owner(kind)
+            .1
+            .policy(kind)
+            .map(|p| p.max_attempts)
+            .unwrap_or(self.default_max_attempts)
     }
 
     /// The operators' audit trail, newest first. Operators and admins only.
@@ -236,6 +299,7 @@ impl DeliveryService {
                     actor: r.actor,
                     from_status: r.from_status,
                     acknowledged_duplicate_risk: r.acknowledged_duplicate_risk,
+                    affected: r.affected,
                     at: format_ms(r.at_ms),
                 })
                 .collect(),
@@ -253,11 +317,8 @@ impl DeliveryService {
         request: RetryRequest,
     ) -> Result<DeliveryView, ServiceError> {
         let viewer = require(viewer, Permission::RunsWrite)?;
-        let (store, registry) = self.owner(&request.kind);
-        let max_attempts = registry
-            .policy(&request.kind)
-            .map(|p| p.max_attempts)
-            .unwrap_or(self.default_max_attempts);
+        let (store, _) = self.owner(&request.kind);
+        let max_attempts = self.max_attempts(&request.kind);
         let outcome = store
             .retry_event(&ManualRetry {
                 event_id: event_id.to_string(),
@@ -266,6 +327,7 @@ impl DeliveryService {
                 allow_uncertain: request.allow_uncertain,
                 actor: viewer.name.clone(),
                 max_attempts,
+                audit: true,
             })
             .await?;
         match outcome {
@@ -299,6 +361,105 @@ impl DeliveryService {
             }
         }
     }
+}
+
+/// The filter a query names (without its cursor and page size).
+fn filter_of(query: &DeliveryQuery) -> Result<EventFilter, ServiceError> {
+    let statuses = match non_empty(query.status.clone()) {
+        None => Vec::new(),
+        Some(value) => DeliveryFilter::parse(&value)
+            .ok_or_else(|| {
+                ServiceError::invalid(
+                    "status",
+                    format!(
+                        "unknown state {value:?}; expected needs_attention or one of {}",
+                        DeliveryStatus::ALL.map(DeliveryStatus::as_str).join(", ")
+                    ),
+                )
+            })?
+            .states(),
+    };
+    let (parent_type, parent_id) = match non_empty(query.parent.clone()) {
+        None => (None, None),
+        Some(value) => match value.split_once(':') {
+            Some((t, id)) if !t.is_empty() && !id.is_empty() => {
+                (Some(t.to_string()), Some(id.to_string()))
+            }
+            _ => {
+                return Err(ServiceError::invalid(
+                    "parent",
+                    "must be <parent type>:<parent id>, e.g. run:0193…",
+                ))
+            }
+        },
+    };
+    Ok(EventFilter {
+        kind: non_empty(query.kind.clone()),
+        statuses,
+        source: non_empty(query.source.clone()),
+        parent_type,
+        parent_id,
+        created_from_ms: non_empty(query.created_from.clone())
+            .map(|v| parse_instant("created_from", &v, false))
+            .transpose()?,
+        created_to_ms: non_empty(query.created_to.clone())
+            .map(|v| parse_instant("created_to", &v, true))
+            .transpose()?,
+        before: None,
+        limit: 0,
+    })
+}
+
+/// The states a retry may start from, narrowed to `wanted` (all when empty).
+fn retryable_states(wanted: &[DeliveryStatus], with_uncertain: bool) -> Vec<DeliveryStatus> {
+    [
+        DeliveryStatus::Failed,
+        DeliveryStatus::Skipped,
+        DeliveryStatus::Uncertain,
+    ]
+    .into_iter()
+    .filter(|s| wanted.is_empty() || wanted.contains(s))
+    .filter(|s| with_uncertain || *s != DeliveryStatus::Uncertain)
+    .collect()
+}
+
+async fn count_or_zero(
+    reads: &dyn DeliveryReads,
+    filter: &EventFilter,
+) -> Result<i64, ServiceError> {
+    if filter.statuses.is_empty() {
+        return Ok(0);
+    }
+    Ok(reads.count_events(filter, BULK_CAP + 1).await?)
+}
+
+/// A bulk action's subject in the audit trail: the filter it covered.
+fn describe(query: &DeliveryQuery) -> String {
+    let parts: Vec<String> = [
+        ("kind", &query.kind),
+        ("status", &query.status),
+        ("source", &query.source),
+        ("parent", &query.parent),
+        ("from", &query.created_from),
+        ("to", &query.created_to),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| non_empty(v.clone()).map(|v| format!("{k}={v}")))
+    .collect();
+    let text = if parts.is_empty() {
+        "all deliveries".to_string()
+    } else {
+        parts.join(" ")
+    };
+    let mut text = format!("bulk: {text}");
+    if text.len() > 180 {
+        let mut end = 180;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 fn non_empty(value: Option<String>) -> Option<String> {
@@ -396,6 +557,34 @@ mod tests {
         );
         assert_eq!(destination(r#"{"record":"x"}"#), (None, None));
         assert_eq!(destination("not json"), (None, None));
+    }
+
+    #[test]
+    fn bulk_retries_start_only_from_retryable_states() {
+        use DeliveryStatus::*;
+        assert_eq!(retryable_states(&[], false), vec![Failed, Skipped]);
+        assert_eq!(
+            retryable_states(&[], true),
+            vec![Failed, Skipped, Uncertain]
+        );
+        assert_eq!(retryable_states(&[Failed, Uncertain], false), vec![Failed]);
+        assert_eq!(retryable_states(&[Completed, Pending], true), vec![]);
+    }
+
+    #[test]
+    fn bulk_audit_subjects_name_the_filter_and_stay_bounded() {
+        let query = DeliveryQuery {
+            kind: Some("callback".into()),
+            status: Some("failed".into()),
+            ..Default::default()
+        };
+        assert_eq!(describe(&query), "bulk: kind=callback status=failed");
+        assert_eq!(describe(&DeliveryQuery::default()), "bulk: all deliveries");
+        let long = DeliveryQuery {
+            kind: Some("é".repeat(200)),
+            ..Default::default()
+        };
+        assert!(describe(&long).len() <= 180);
     }
 
     #[test]

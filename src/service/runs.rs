@@ -8,7 +8,7 @@ use app::dto::{
 use serde::{Deserialize, Serialize};
 
 use super::deliveries::DeliveryService;
-use super::{format_ms, require, ServiceError};
+use super::{format_ms, parse_instant, require, ServiceError};
 use crate::notifications::NotificationPlanner;
 use crate::outbox::Outbox;
 use crate::store::ports::{NewRun, Run, RunFilter, RunRepository};
@@ -286,34 +286,6 @@ impl RunService {
     }
 }
 
-/// Epoch milliseconds of an RFC 3339 instant or a `YYYY-MM-DD` day (UTC); with
-/// `end_of_day`, a day means the instant its next day starts.
-fn parse_instant(field: &'static str, value: &str, end_of_day: bool) -> Result<i64, ServiceError> {
-    use time::format_description::well_known::Rfc3339;
-    let value = value.trim();
-    let instant = if let Ok(t) = time::OffsetDateTime::parse(value, &Rfc3339) {
-        t
-    } else {
-        let day = time::Date::parse(
-            value,
-            time::macros::format_description!("[year]-[month]-[day]"),
-        )
-        .map_err(|_| {
-            ServiceError::invalid(
-                field,
-                format!("{value:?} is not a date (YYYY-MM-DD) or an RFC 3339 time"),
-            )
-        })?;
-        let day = if end_of_day {
-            day.next_day().unwrap_or(day)
-        } else {
-            day
-        };
-        day.midnight().assume_utc()
-    };
-    Ok((instant.unix_timestamp_nanos() / 1_000_000) as i64)
-}
-
 fn validate_new_run(input: CreateRun) -> Result<NewRun, ServiceError> {
     let run_type = input.run_type.trim().to_string();
     if run_type.is_empty() || run_type.len() > MAX_RUN_TYPE_LEN {
@@ -498,29 +470,6 @@ mod tests {
             ok.callback_url.as_deref(),
             Some("https://hooks.example.com/x?k=1")
         );
-    }
-
-    #[test]
-    fn instants_are_days_or_rfc3339() {
-        assert_eq!(
-            parse_instant("created_from", "2026-11-30", false).unwrap(),
-            1_795_996_800_000
-        );
-        assert_eq!(
-            parse_instant("created_to", "2026-11-30", true).unwrap(),
-            1_795_996_800_000 + 86_400_000
-        );
-        assert_eq!(
-            parse_instant("created_from", "2026-11-30T00:00:01Z", false).unwrap(),
-            1_795_996_801_000
-        );
-        match parse_instant("created_to", "yesterday", true) {
-            Err(ServiceError::Invalid { field, message }) => {
-                assert_eq!(field, "created_to");
-                assert!(message.contains("yesterday"), "{message}");
-            }
-            other => panic!("{other:?}"),
-        }
     }
 
     #[test]

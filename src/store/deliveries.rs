@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::engine::placeholders;
 use super::outbox::{attempt_from_row, event_from_row, EVENT_COLUMNS};
-use super::ports::{AuditRecord, DeliveryReads, EventFilter};
+use super::ports::{AuditRecord, DeliveryReads, EventFilter, NewAuditEntry};
 use super::row::{int, text};
 use super::{SqlStore, StoreError};
 use crate::outbox::model::{AttemptRecord, EventRecord};
@@ -29,6 +29,48 @@ fn bind_all<'q>(
         };
     }
     query
+}
+
+/// The `WHERE` conditions of `filter` and their values (with its keyset cursor when
+/// `paged`).
+fn conditions(filter: &EventFilter, paged: bool) -> (String, Vec<Arg<'_>>) {
+    let mut sql = "1 = 1".to_string();
+    let mut args: Vec<Arg> = Vec::new();
+    for (column, value) in [
+        ("kind", &filter.kind),
+        ("source", &filter.source),
+        ("parent_type", &filter.parent_type),
+        ("parent_id", &filter.parent_id),
+    ] {
+        if let Some(value) = value {
+            sql.push_str(&format!(" AND {column} = ?"));
+            args.push(Arg::Text(value));
+        }
+    }
+    if !filter.statuses.is_empty() {
+        sql.push_str(&format!(
+            " AND status IN ({})",
+            placeholders(filter.statuses.len())
+        ));
+        args.extend(filter.statuses.iter().map(|s| Arg::Text(s.as_str())));
+    }
+    if let Some(from) = filter.created_from_ms {
+        sql.push_str(" AND created_at >= ?");
+        args.push(Arg::Int(from));
+    }
+    if let Some(to) = filter.created_to_ms {
+        sql.push_str(" AND created_at < ?");
+        args.push(Arg::Int(to));
+    }
+    if let (true, Some((created_at, event_id))) = (paged, &filter.before) {
+        sql.push_str(" AND (created_at < ? OR (created_at = ? AND event_id < ?))");
+        args.extend([
+            Arg::Int(*created_at),
+            Arg::Int(*created_at),
+            Arg::Text(event_id),
+        ]);
+    }
+    (sql, args)
 }
 
 #[async_trait]
@@ -65,39 +107,44 @@ impl DeliveryReads for SqlStore {
             .collect()
     }
 
+    async fn count_events(&self, filter: &EventFilter, cap: u32) -> Result<i64, StoreError> {
+        let (conditions, args) = conditions(filter, false);
+        let sql = format!(
+            "SELECT COUNT(*) AS n FROM (SELECT event_id FROM outbox_events WHERE {conditions} LIMIT {cap}) capped"
+        );
+        let sql = self.engine.sql(&sql);
+        let row = bind_all(sqlx::query(&sql), args)
+            .fetch_one(&self.pool)
+            .await?;
+        int(&row, "n")
+    }
+
+    async fn record_audit(&self, entry: &NewAuditEntry) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO outbox_audit (id, event_id, action, actor, from_status, acknowledged_duplicate_risk, affected, at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, {})",
+            self.engine.now_ms()
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(uuid::Uuid::now_v7().to_string())
+            .bind(&entry.subject)
+            .bind(&entry.action)
+            .bind(&entry.actor)
+            .bind(&entry.from_status)
+            .bind(i64::from(entry.acknowledged_duplicate_risk))
+            .bind(entry.affected)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     async fn list_events(&self, filter: &EventFilter) -> Result<Vec<EventRecord>, StoreError> {
-        let mut sql = format!("SELECT {EVENT_COLUMNS} FROM outbox_events WHERE 1 = 1");
-        let mut args: Vec<Arg> = Vec::new();
-        for (column, value) in [
-            ("kind", &filter.kind),
-            ("source", &filter.source),
-            ("parent_type", &filter.parent_type),
-            ("parent_id", &filter.parent_id),
-        ] {
-            if let Some(value) = value {
-                sql.push_str(&format!(" AND {column} = ?"));
-                args.push(Arg::Text(value));
-            }
-        }
-        if !filter.statuses.is_empty() {
-            sql.push_str(&format!(
-                " AND status IN ({})",
-                placeholders(filter.statuses.len())
-            ));
-            args.extend(filter.statuses.iter().map(|s| Arg::Text(s.as_str())));
-        }
-        if let Some((created_at, event_id)) = &filter.before {
-            sql.push_str(" AND (created_at < ? OR (created_at = ? AND event_id < ?))");
-            args.extend([
-                Arg::Int(*created_at),
-                Arg::Int(*created_at),
-                Arg::Text(event_id),
-            ]);
-        }
-        sql.push_str(&format!(
-            " ORDER BY created_at DESC, event_id DESC LIMIT {}",
+        let (conditions, args) = conditions(filter, true);
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM outbox_events WHERE {conditions} \
+             ORDER BY created_at DESC, event_id DESC LIMIT {}",
             filter.limit
-        ));
+        );
         let sql = self.engine.sql(&sql);
         let rows = bind_all(sqlx::query(&sql), args)
             .fetch_all(&self.pool)
@@ -134,7 +181,7 @@ impl DeliveryReads for SqlStore {
         limit: u32,
     ) -> Result<Vec<AuditRecord>, StoreError> {
         let mut sql =
-            "SELECT id, event_id, action, actor, from_status, acknowledged_duplicate_risk, at \
+            "SELECT id, event_id, action, actor, from_status, acknowledged_duplicate_risk, affected, at \
                        FROM outbox_audit"
                 .to_string();
         if before_id.is_some() {
@@ -156,6 +203,7 @@ impl DeliveryReads for SqlStore {
                     actor: text(row, "actor")?,
                     from_status: text(row, "from_status")?,
                     acknowledged_duplicate_risk: int(row, "acknowledged_duplicate_risk")? != 0,
+                    affected: int(row, "affected")?,
                     at_ms: int(row, "at")?,
                 })
             })

@@ -663,20 +663,22 @@ impl OutboxStore for SqlStore {
                 },
             }));
         }
-        let sql = format!(
-            "INSERT INTO outbox_audit (id, event_id, action, actor, from_status, acknowledged_duplicate_risk, at) \
-             VALUES (?, ?, 'retry', ?, ?, ?, {now})"
-        );
-        sqlx::query(&self.engine.sql(&sql))
-            .bind(uuid::Uuid::now_v7().to_string())
-            .bind(&request.event_id)
-            .bind(&request.actor)
-            .bind(expected.as_str())
-            .bind(i64::from(
-                request.allow_uncertain && expected == DeliveryStatus::Uncertain,
-            ))
-            .execute(&mut *tx)
-            .await?;
+        if request.audit {
+            let sql = format!(
+                "INSERT INTO outbox_audit (id, event_id, action, actor, from_status, acknowledged_duplicate_risk, at) \
+                 VALUES (?, ?, 'retry', ?, ?, ?, {now})"
+            );
+            sqlx::query(&self.engine.sql(&sql))
+                .bind(uuid::Uuid::now_v7().to_string())
+                .bind(&request.event_id)
+                .bind(&request.actor)
+                .bind(expected.as_str())
+                .bind(i64::from(
+                    request.allow_uncertain && expected == DeliveryStatus::Uncertain,
+                ))
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(Ok(()))
     }

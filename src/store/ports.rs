@@ -155,6 +155,8 @@ pub struct ManualRetry {
     pub actor: String,
     /// Sending attempts of the new cycle (the kind's current policy).
     pub max_attempts: u32,
+    /// Write this retry's own audit row (a bulk retry writes one row for all).
+    pub audit: bool,
 }
 
 /// What a maintenance sweep changed: `(event_id, kind)` pairs.
@@ -234,6 +236,10 @@ pub struct EventFilter {
     pub source: Option<String>,
     pub parent_type: Option<String>,
     pub parent_id: Option<String>,
+    /// `created_at >= created_from_ms`.
+    pub created_from_ms: Option<i64>,
+    /// `created_at < created_to_ms`.
+    pub created_to_ms: Option<i64>,
     /// Keyset cursor: only events before `(created_at, event_id)`, newest first.
     pub before: Option<(i64, String)>,
     pub limit: u32,
@@ -248,7 +254,20 @@ pub struct AuditRecord {
     pub actor: String,
     pub from_status: String,
     pub acknowledged_duplicate_risk: bool,
+    pub affected: i64,
     pub at_ms: i64,
+}
+
+/// A bulk action's one audit row.
+#[derive(Clone, Debug)]
+pub struct NewAuditEntry {
+    /// What the action covered (for a bulk retry, its filter).
+    pub subject: String,
+    pub action: String,
+    pub actor: String,
+    pub from_status: String,
+    pub acknowledged_duplicate_risk: bool,
+    pub affected: i64,
 }
 
 /// Read-only queries the console and the admin API make of the outbox. Every one is
@@ -261,6 +280,11 @@ pub trait DeliveryReads: Send + Sync {
         parent_type: &str,
         parent_ids: &[String],
     ) -> Result<Vec<(String, app::dto::DeliveryStatus, i64)>, StoreError>;
+    /// How many events match `filter` (its limit and cursor ignored), counting at
+    /// most `cap`.
+    async fn count_events(&self, filter: &EventFilter, cap: u32) -> Result<i64, StoreError>;
+    /// Writes one audit row.
+    async fn record_audit(&self, entry: &NewAuditEntry) -> Result<(), StoreError>;
     /// Events matching `filter`, newest first.
     async fn list_events(
         &self,

@@ -22,6 +22,7 @@ crate::contract_tests!(
     attempt_logs_of_several_events_are_read_together,
     the_audit_trail_records_actor_state_and_acknowledgement_newest_first,
     runs_filter_by_tenant_creation_time_and_delivery_state,
+    bulk_counts_are_capped_and_audit_rows_carry_their_count,
 );
 
 fn child(id: &str, kind: &str, parent_id: &str) -> NewEvent {
@@ -279,6 +280,7 @@ async fn the_audit_trail_records_actor_state_and_acknowledgement_newest_first(db
         allow_uncertain: ack,
         actor: actor.into(),
         max_attempts: 6,
+        audit: true,
     };
     store
         .retry_event(&retry("f1", DeliveryStatus::Failed, false, "olga"))
@@ -434,5 +436,40 @@ async fn runs_filter_by_tenant_creation_time_and_delivery_state(db: &TestDb) {
         .await
         .unwrap();
     assert_eq!(store.run_types().await.unwrap(), ["etl", "report"]);
+    store.close().await;
+}
+
+async fn bulk_counts_are_capped_and_audit_rows_carry_their_count(db: &TestDb) {
+    let store = db.store().await;
+    let events: Vec<NewEvent> = (0..5).map(|i| event(&format!("c{i}"))).collect();
+    enqueue(&store, &events).await;
+    let all = EventFilter::default();
+    assert_eq!(store.count_events(&all, 100).await.unwrap(), 5);
+    assert_eq!(
+        store.count_events(&all, 3).await.unwrap(),
+        3,
+        "counting stops at the cap"
+    );
+    let none = EventFilter {
+        statuses: vec![DeliveryStatus::Failed],
+        ..Default::default()
+    };
+    assert_eq!(store.count_events(&none, 100).await.unwrap(), 0);
+    store
+        .record_audit(&herald::store::ports::NewAuditEntry {
+            subject: "bulk: status=failed".into(),
+            action: "bulk_retry".into(),
+            actor: "olga".into(),
+            from_status: "failed".into(),
+            acknowledged_duplicate_risk: false,
+            affected: 42,
+        })
+        .await
+        .unwrap();
+    let trail = store.audit(None, 10).await.unwrap();
+    assert_eq!(trail.len(), 1);
+    assert_eq!(trail[0].affected, 42);
+    assert_eq!(trail[0].action, "bulk_retry");
+    assert_eq!(trail[0].event_id, "bulk: status=failed");
     store.close().await;
 }

@@ -564,3 +564,175 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
     receiver.stop();
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_and_audits_once() {
+    let hooks = Receiver::start().await;
+    hooks.set_status(400);
+    let chat = Receiver::start().await;
+    chat.script(&[(200, None), (500, None)]);
+    std::env::set_var("HERALD_TEST_CALLBACK_SECRET", CALLBACK_SECRET);
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        config.path(),
+        format!(
+            "[[routes]]\nname = \"ops-chat\"\nchannel = \"chat\"\nurl = \"{}\"\n",
+            chat.url_for("chat")
+        ),
+    )
+    .unwrap();
+    let path = config.path().to_path_buf();
+    let server = TestServer::start_with(move |args| {
+        args.config = Some(path);
+        args.destination_allowlist = Some("127.0.0.0/8".into());
+        args.callback_secret_ref = Some("env:HERALD_TEST_CALLBACK_SECRET".into());
+        args.worker_poll_interval_ms = Some(50);
+        args.chat_max_chars = Some(40);
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let operator = token(&server, Role::Operator).await;
+    let make = |callback: Option<String>, routes: Vec<&'static str>| {
+        let client = client.clone();
+        let operator = operator.clone();
+        let base = server.url("");
+        async move {
+            let (_, run) = json_of(
+                client
+                    .post(format!("{base}/api/v1/runs"))
+                    .bearer_auth(&operator)
+                    .json(&json!({"type": "etl", "tenant": "acme", "callback_url": callback, "routes": routes}))
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            let id = run["id"].as_str().unwrap().to_string();
+            let (status, _) = json_of(
+                client
+                    .post(format!("{base}/api/v1/runs/{id}/transitions"))
+                    .bearer_auth(&operator)
+                    .json(&json!({"to": "succeeded", "result": {"text": "a long result that the chat route splits into parts"}}))
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK);
+        }
+    };
+    make(Some(hooks.url()), vec![]).await;
+    make(Some(hooks.url()), vec![]).await;
+    make(None, vec!["ops-chat"]).await;
+    wait_for(&client, &server, &operator, "failed", 2).await;
+    wait_for(&client, &server, &operator, "uncertain", 1).await;
+
+    let query = json!({"query": {"status": "needs_attention"}});
+    let reader = session(&server, Role::Reader).await;
+    let refused = reader
+        .post(server.url("/console-api/bulk-preview"))
+        .json(&query)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+
+    let operator_browser = session(&server, Role::Operator).await;
+    let (status, preview) = json_of(
+        operator_browser
+            .post(server.url("/console-api/bulk-preview"))
+            .json(&query)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{preview}");
+    assert_eq!(preview["matching"], 3);
+    assert_eq!(preview["uncertain"], 1);
+    assert_eq!(preview["capped"], false);
+    assert_eq!(preview["cap"], 1000);
+
+    hooks.set_status(200);
+    let (status, outcome) = json_of(
+        operator_browser
+            .post(server.url("/console-api/bulk-retry"))
+            .json(&json!({"query": {"status": "needs_attention"}, "allow_uncertain": false}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{outcome}");
+    assert_eq!(
+        outcome["retried"], 2,
+        "the uncertain one needs the acknowledgement"
+    );
+    assert_eq!(outcome["changed"], 0);
+    wait_for(&client, &server, &operator, "completed", 2).await;
+    let unsure = wait_for(&client, &server, &operator, "uncertain", 1).await;
+    assert_eq!(unsure.len(), 1, "left alone");
+
+    let (_, outcome) = json_of(
+        operator_browser
+            .post(server.url("/console-api/bulk-retry"))
+            .json(&json!({"query": {"status": "uncertain"}, "allow_uncertain": true}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(outcome["retried"], 1);
+    wait_for(&client, &server, &operator, "completed", 3).await;
+
+    let (_, trail) = json_of(
+        operator_browser
+            .post(server.url("/console-api/audit"))
+            .form(&[] as &[(&str, &str)])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let entries = trail["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "one row per bulk action: {trail}");
+    assert_eq!(entries[0]["action"], "bulk_retry");
+    assert_eq!(entries[0]["affected"], 1);
+    assert_eq!(entries[0]["acknowledged_duplicate_risk"], true);
+    assert_eq!(entries[0]["from_status"], "uncertain");
+    assert_eq!(entries[1]["affected"], 2);
+    assert_eq!(entries[1]["acknowledged_duplicate_risk"], false);
+    assert_eq!(entries[1]["event_id"], "bulk: status=needs_attention");
+    hooks.stop();
+    chat.stop();
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_error_is_a_designed_page_that_leaks_nothing() {
+    use sqlx::{Connection, Executor};
+    let server = TestServer::start().await;
+    let admin = session(&server, Role::Admin).await;
+    assert_eq!(
+        admin
+            .get(server.url("/runs"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+    // Break the store under the running server: the Runs page's type list fails.
+    let mut conn = sqlx::AnyConnection::connect(&server.db.url).await.unwrap();
+    conn.execute("ALTER TABLE run_types RENAME TO run_types_gone")
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    let page = admin.get(server.url("/runs")).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("Something went wrong"), "{html}");
+    assert!(html.contains("href=\"/runs\""), "a way back");
+    assert!(!html.contains("run_types"), "no internal detail: {html}");
+    server.stop().await;
+}

@@ -419,6 +419,7 @@ async fn manual_retry_is_a_compare_and_set_that_keeps_id_and_attempts(db: &TestD
         allow_uncertain,
         actor: "operator".into(),
         max_attempts: 6,
+        audit: true,
     };
     assert_eq!(
         store

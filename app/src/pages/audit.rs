@@ -1,4 +1,5 @@
-//! The audit page: who retried which delivery, when, from which state, and whether
+//! The audit page: who retried which delivery (or, in bulk, how many matching which
+//! filter), when, from which state, and whether
 //! they acknowledged the duplicate risk. Operators and admins; the server refuses
 //! readers, and the page shows that refusal as a designed 403.
 
@@ -60,7 +61,8 @@ fn AuditTable(page: Page) -> impl IntoView {
                         <th>"When"</th>
                         <th>"Who"</th>
                         <th>"Action"</th>
-                        <th>"Delivery"</th>
+                        <th>"Delivery or filter"</th>
+                        <th>"Count"</th>
                         <th>"From state"</th>
                         <th>"Duplicate risk"</th>
                     </tr>
@@ -78,6 +80,7 @@ fn AuditTable(page: Page) -> impl IntoView {
                                     <td data-testid="audit-actor">{e.actor}</td>
                                     <td>{e.action}</td>
                                     <td class="mono">{e.event_id}</td>
+                                    <td data-testid="audit-count">{e.affected}</td>
                                     <td><span class=format!("badge delivery-{from}") data-testid="audit-from">{e.from_status}</span></td>
                                     <td data-testid="audit-ack">
                                         {if e.acknowledged_duplicate_risk { "acknowledged" } else { "—" }}

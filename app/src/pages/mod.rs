@@ -2,6 +2,7 @@
 
 mod approvals;
 mod audit;
+mod deliveries;
 mod login;
 mod run;
 mod runs;
@@ -48,13 +49,43 @@ pub fn App() -> impl IntoView {
         <Router>
             <Routes fallback=NotFound>
                 <Route path=path!("/login") view=login::LoginPage />
-                <Route path=path!("/runs") view=runs::RunsPage />
+                <Route path=path!("/runs") view=runs::RunsPage ssr=SsrMode::Async />
                 <Route path=path!("/runs/:id") view=run::RunPage ssr=SsrMode::Async />
                 <Route path=path!("/audit") view=audit::AuditPage ssr=SsrMode::Async />
+                <Route path=path!("/deliveries") view=deliveries::DeliveriesPage ssr=SsrMode::Async />
                 <Route path=path!("/approvals") view=approvals::ApprovalsPage />
             </Routes>
         </Router>
     }
+}
+
+/// Live updates: calls `refresh` every two seconds while the page is visible and
+/// `wanted()` holds (polling pauses while the tab is hidden and resumes when it is
+/// shown again). Runs only in the browser.
+fn poll_while_visible(wanted: impl Fn() -> bool + 'static, refresh: impl Fn() + 'static) {
+    let tick = move || {
+        if !document().hidden() && wanted() {
+            refresh();
+        }
+    };
+    let tick = std::rc::Rc::new(tick);
+    Effect::new(move |_| {
+        let tick = tick.clone();
+        if let Ok(handle) =
+            set_interval_with_handle(move || tick(), std::time::Duration::from_secs(2))
+        {
+            on_cleanup(move || handle.clear());
+        }
+    });
+}
+
+/// Whether the keyboard focus is inside an element matching `selector` (someone is
+/// typing in a filter or confirming an action: do not redraw under them).
+fn focus_within(selector: &str) -> bool {
+    document()
+        .active_element()
+        .and_then(|el| el.closest(selector).ok().flatten())
+        .is_some()
 }
 
 /// Sets the HTTP status of the page being rendered on the server.
@@ -138,6 +169,7 @@ fn TopBar() -> impl IntoView {
             </a>
             <nav aria-label="Main">
                 <A href="/runs">"Runs"</A>
+                <A href="/deliveries">"Deliveries"</A>
                 <A href="/audit">"Audit"</A>
                 <A href="/approvals">"Approvals"</A>
             </nav>

@@ -52,12 +52,12 @@ pub fn RunPage() -> impl IntoView {
         }));
         page.refetch();
     });
-    // Live updates: while a delivery is pending or in flight, reload the run every
-    // two seconds, but only while the page is visible.
-    Effect::new(move |_| {
-        let handle = set_interval_with_handle(
-            move || {
-                let in_flight = page.get_untracked().is_some_and(|r| {
+    // Live updates: while a delivery is pending or in flight (and no dialog is
+    // open), reload the run every two seconds.
+    super::poll_while_visible(
+        move || {
+            dialog.with_untracked(Option::is_none)
+                && page.get_untracked().is_some_and(|r| {
                     r.is_ok_and(|v| {
                         v.deliveries.iter().any(|d| {
                             matches!(
@@ -66,17 +66,10 @@ pub fn RunPage() -> impl IntoView {
                             )
                         })
                     })
-                });
-                if in_flight && !document().hidden() {
-                    page.refetch();
-                }
-            },
-            std::time::Duration::from_secs(2),
-        );
-        if let Ok(handle) = handle {
-            on_cleanup(move || handle.clear());
-        }
-    });
+                })
+        },
+        move || page.refetch(),
+    );
     let send = Callback::new(move |command: RetryCommand| {
         notice.set(None);
         retry.dispatch(command);

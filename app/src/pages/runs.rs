@@ -67,7 +67,7 @@ impl Filters {
 }
 
 /// Percent-encodes a query value (types and cursors are plain ASCII, but be exact).
-fn encode(value: &str) -> String {
+pub(super) fn encode(value: &str) -> String {
     value
         .bytes()
         .map(|b| match b {
@@ -111,6 +111,11 @@ pub fn RunsPage() -> impl IntoView {
         },
     );
 
+    // Live updates, except while someone is using the filters.
+    super::poll_while_visible(
+        move || !super::focus_within(".filters"),
+        move || page.refetch(),
+    );
     view! {
         <Title text="Runs · Herald" />
         <TopBar />
