@@ -4,7 +4,8 @@ import { password, waitForHydration } from "./helpers";
 
 test.describe.configure({ mode: "serial" });
 
-/** A real receiver on loopback: /ok answers 200, /fail 503; records event ids. */
+/** A real receiver on loopback: /ok answers 200, /fail 503 with `Retry-After: 60`
+ * (a floor under any configured backoff); records event ids. */
 const arrivals: { path: string; id: string }[] = [];
 let receiver: http.Server;
 
@@ -13,7 +14,12 @@ test.beforeAll(async () => {
     req.resume();
     req.on("end", () => {
       arrivals.push({ path: req.url ?? "", id: String(req.headers["webhook-id"] ?? "") });
-      res.statusCode = req.url === "/fail" ? 503 : 200;
+      if (req.url === "/fail") {
+        res.statusCode = 503;
+        res.setHeader("retry-after", "60");
+      } else {
+        res.statusCode = 200;
+      }
       res.end();
     });
   });
@@ -96,7 +102,7 @@ test("an approval decided before its prompt is delivered never sends it", async 
   const deal = await post("/api/v1/records/Opportunity", { fields: { Name: "flaky" } });
   const approval = await post("/api/v1/approvals", { definition_id: "e2e-flaky-deal", record_id: deal.id });
   const prompt = `approval_${approval.id}`;
-  // The first attempt fails (503); the prompt waits out its backoff, undelivered.
+  // The first attempt fails (503, Retry-After 60 s); the prompt waits, undelivered.
   await expect.poll(() => arrivals.filter((a) => a.id === prompt).length).toBe(1);
 
   await signInAdmin(page, `/approvals?id=${approval.id}`);
@@ -105,7 +111,7 @@ test("an approval decided before its prompt is delivered never sends it", async 
   await page.reload();
   await waitForHydration(page);
   await expect(page.locator("[data-testid=approval-event][data-kind=approval_prompt]")).toHaveAttribute("data-status", "skipped");
-  await page.waitForTimeout(11_000); // longer than the prompt's backoff
+  await page.waitForTimeout(3_000); // a skipped prompt is never claimed again
   expect(arrivals.filter((a) => a.id === prompt).length).toBe(1);
   await request.dispose();
 });
