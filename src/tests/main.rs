@@ -6,6 +6,7 @@ mod support;
 
 mod claim_faults;
 mod cli;
+mod contract_gaps;
 mod crash;
 mod handler_crash;
 mod http_api;
