@@ -8,6 +8,7 @@ mod claim_faults;
 mod cli;
 mod contract_gaps;
 mod crash;
+mod delivery_gaps;
 mod handler_crash;
 mod http_api;
 mod notifications;

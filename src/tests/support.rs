@@ -374,16 +374,18 @@ impl ReceiverState {
 /// `herald serve` as a real child process.
 pub struct HeraldProcess {
     pub child: std::process::Child,
+    /// Where the child's log (stderr) goes.
+    pub log: std::path::PathBuf,
 }
 
 impl HeraldProcess {
     /// Starts `herald serve` on `database_url`; `extra` must include `--listen`.
     pub fn spawn(database_url: &str, extra: &[&str]) -> HeraldProcess {
-        let log = std::fs::File::create(std::env::temp_dir().join(format!(
+        let log_path = std::env::temp_dir().join(format!(
             "herald-child-{}.log",
             uuid::Uuid::new_v4().simple()
-        )))
-        .unwrap();
+        ));
+        let log = std::fs::File::create(&log_path).unwrap();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
             .arg("serve")
             .args(["--database-url", database_url])
@@ -395,7 +397,10 @@ impl HeraldProcess {
             .stderr(log)
             .spawn()
             .expect("spawn herald serve");
-        HeraldProcess { child }
+        HeraldProcess {
+            child,
+            log: log_path,
+        }
     }
 
     /// SIGKILL: no drain, no goodbye.
