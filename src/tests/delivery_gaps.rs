@@ -456,3 +456,137 @@ async fn connection_refused_is_retried() {
     store.close().await;
     db.drop_db().await;
 }
+
+const OLD_SECRET: &str = "whsec_b2xkLXJvdXRlLXNlY3JldC1mb3ItdGVzdHM=";
+const NEW_SECRET: &str = "whsec_bmV3LXJvdXRlLXNlY3JldC1mb3ItdGVzdHM=";
+
+fn route_config(
+    receiver: &Receiver,
+    prefix: &str,
+    brand: &str,
+    secret_env: &str,
+) -> tempfile::NamedTempFile {
+    let text = format!(
+        r#"
+[[routes]]
+name = "ops"
+channel = "webhook"
+url = "{hook}"
+brand = "{brand}"
+secret_ref = "env:{secret_env}"
+
+[[routes]]
+name = "ops-chat"
+channel = "chat"
+url = "{chat}"
+brand = "{brand}"
+"#,
+        hook = receiver.url_for(&format!("{prefix}-hook")),
+        chat = receiver.url_for(&format!("{prefix}-chat")),
+    );
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), text).unwrap();
+    file
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_route_changed_between_commit_and_send_does_not_change_what_was_frozen() {
+    use app::dto::{Role, RunStatus, Viewer};
+    use herald::config::{Settings, SettingsArgs};
+    use herald::service::runs::{RunService, TransitionRequest};
+    use herald::store::ports::{NewRun, RunRepository};
+
+    std::env::set_var("HERALD_TEST_FROZEN_OLD_SECRET", OLD_SECRET);
+    std::env::set_var("HERALD_TEST_FROZEN_NEW_SECRET", NEW_SECRET);
+    let db = TestDb::new(Engine::Sqlite).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    receiver.verify_with("old-hook", OLD_SECRET);
+    let committed_with = route_config(
+        &receiver,
+        "old",
+        "Old Brand",
+        "HERALD_TEST_FROZEN_OLD_SECRET",
+    );
+
+    // The run ends while the first configuration is in force; nothing is sent yet.
+    let settings = Settings::resolve(&SettingsArgs {
+        database_url: Some(db.url.clone()),
+        config: Some(committed_with.path().to_path_buf()),
+        ..Default::default()
+    })
+    .unwrap();
+    let planner = Arc::new(herald::notifications::NotificationPlanner::new(&settings));
+    let runs = RunService::new(
+        Arc::new(store.clone()),
+        herald::outbox::Outbox::new(
+            Arc::new(store.clone()),
+            Arc::new(tokio::sync::Notify::new()),
+        ),
+        planner,
+        settings.max_result_bytes,
+    );
+    let run = store
+        .create_run(NewRun {
+            run_type: "etl".into(),
+            tenant: "acme".into(),
+            callback_url: None,
+            routes: vec!["ops".into(), "ops-chat".into()],
+        })
+        .await
+        .unwrap();
+    let viewer = Viewer {
+        name: "op".into(),
+        role: Role::Operator,
+    };
+    let done = runs
+        .transition(
+            Some(&viewer),
+            &run.id,
+            TransitionRequest {
+                to: RunStatus::Succeeded,
+                result: Some(serde_json::json!({"rows": 7})),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.notifications.len(), 2);
+
+    // The operator then moves the route, rebrands it and rotates its secret
+    // reference; a new process starts with that configuration.
+    let changed = route_config(
+        &receiver,
+        "new",
+        "New Brand",
+        "HERALD_TEST_FROZEN_NEW_SECRET",
+    );
+    let mut flags = flags_on(free_port(), "30");
+    flags.extend(["--config".to_string(), changed.path().display().to_string()]);
+    let herald = spawn(&db, &flags);
+    wait_for("both deliveries", Duration::from_secs(30), async || {
+        let events = store.events_for_parent("run", &run.id).await.unwrap();
+        events.len() == 2 && events.iter().all(|e| e.status == DeliveryStatus::Completed)
+    })
+    .await;
+    drop(herald);
+
+    let requests = receiver.requests();
+    assert!(
+        requests.iter().all(|r| r.path.starts_with("/old-")),
+        "sent where the commit froze it: {:?}",
+        requests.iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+    let hook = requests.iter().find(|r| r.path == "/old-hook").unwrap();
+    assert_eq!(hook.body["brand"], "Old Brand");
+    assert_eq!(hook.body["result"], serde_json::json!({"rows": 7}));
+    assert_eq!(
+        hook.verified,
+        Some(true),
+        "signed through the secret reference frozen at commit"
+    );
+    let chat = requests.iter().find(|r| r.path == "/old-chat").unwrap();
+    assert_eq!(chat.body["username"], "Old Brand");
+    receiver.stop();
+    store.close().await;
+    db.drop_db().await;
+}
