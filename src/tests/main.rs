@@ -13,6 +13,7 @@ mod handler_crash;
 mod http_api;
 mod notifications;
 mod outbox_contract;
+mod roles_and_sessions;
 mod settle_outage;
 mod settle_replay;
 mod sign_in_abuse;
