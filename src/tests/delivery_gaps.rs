@@ -22,7 +22,10 @@ use sqlx::Executor;
 use crate::crash::{callback, enqueue_all, wait_for, worker_flags};
 use crate::support::{HeraldProcess, Receiver, TestDb};
 
-crate::contract_tests!(a_heartbeat_keeps_the_lease_of_a_handler_slower_than_the_lease);
+crate::contract_tests!(
+    a_heartbeat_keeps_the_lease_of_a_handler_slower_than_the_lease,
+    three_processes_claiming_one_store_deliver_each_event_once,
+);
 
 fn parented(mut event: NewEvent) -> NewEvent {
     event.parent_id = "delivery-gaps".into();
@@ -63,11 +66,16 @@ fn spawn(db: &TestDb, flags: &[String]) -> HeraldProcess {
     HeraldProcess::spawn(&db.url, &flags)
 }
 
-async fn metrics(port: u16) -> Option<String> {
-    let resp = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+/// A GET to a process on loopback.
+async fn get(port: u16, path: &str) -> Option<reqwest::Response> {
+    herald::channels::install_crypto_provider();
+    reqwest::get(format!("http://127.0.0.1:{port}{path}"))
         .await
-        .ok()?;
-    resp.text().await.ok()
+        .ok()
+}
+
+async fn metrics(port: u16) -> Option<String> {
+    get(port, "/metrics").await?.text().await.ok()
 }
 
 async fn a_heartbeat_keeps_the_lease_of_a_handler_slower_than_the_lease(db: &TestDb) {
@@ -92,6 +100,63 @@ async fn a_heartbeat_keeps_the_lease_of_a_handler_slower_than_the_lease(db: &Tes
     let row = store.get_event("slow-one").await.unwrap().unwrap();
     assert_eq!(row.attempts, 1, "one attempt, never reclaimed");
     assert_eq!(store.attempts("slow-one").await.unwrap().len(), 1);
+    receiver.stop();
+    store.close().await;
+}
+
+/// Claim races between processes, each with its own connections (within one
+/// SQLite process every claim shares one connection and cannot race itself).
+async fn three_processes_claiming_one_store_deliver_each_event_once(db: &TestDb) {
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    receiver.set_hold(Duration::from_millis(100));
+    let events: Vec<NewEvent> = (0..90)
+        .map(|i| parented(callback(&format!("shared-{i:02}"), &receiver.url())))
+        .collect();
+    // The store is migrated (opening it migrates), so the three start together.
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let processes: Vec<HeraldProcess> = ports
+        .iter()
+        .map(|port| spawn(db, &flags_on(*port, "30")))
+        .collect();
+    for port in &ports {
+        wait_for("every process ready", Duration::from_secs(30), async || {
+            get(*port, "/readyz")
+                .await
+                .is_some_and(|r| r.status().is_success())
+        })
+        .await;
+    }
+    enqueue_all(&store, &events).await;
+    wait_for(
+        "every event completed",
+        Duration::from_secs(60),
+        async || {
+            let now = statuses(&store).await;
+            now.len() == 90 && now.values().all(|s| *s == DeliveryStatus::Completed)
+        },
+    )
+    .await;
+    drop(processes);
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for id in receiver.arrivals() {
+        *seen.entry(id).or_default() += 1;
+    }
+    assert_eq!(seen.len(), 90);
+    assert!(
+        seen.values().all(|n| *n == 1),
+        "an event was claimed by two processes: {seen:?}"
+    );
+    let mut workers = std::collections::HashSet::new();
+    for event in &events {
+        for attempt in store.attempts(&event.event_id).await.unwrap() {
+            workers.insert(attempt.worker);
+        }
+    }
+    assert!(
+        workers.len() >= 2,
+        "the processes really shared the work: {workers:?}"
+    );
     receiver.stop();
     store.close().await;
 }
