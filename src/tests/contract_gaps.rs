@@ -26,6 +26,7 @@ crate::contract_tests!(
     a_lease_expiring_on_the_last_attempt_ends_failed_with_a_dead_letter,
     racing_terminal_transitions_have_one_winner_and_one_set_of_events,
     a_failing_enqueue_rolls_the_transition_back,
+    a_claim_with_only_a_default_lease_uses_it,
 );
 
 fn event(id: &str, redeliverable: bool, max_attempts: u32) -> NewEvent {
@@ -408,5 +409,21 @@ async fn a_failing_enqueue_rolls_the_transition_back(db: &TestDb) {
         .await
         .unwrap()
         .is_empty());
+    store.close().await;
+}
+
+async fn a_claim_with_only_a_default_lease_uses_it(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event("default-lease", true, 6)]).await;
+    let mut request = claim_request(1, 60_000);
+    request.lease_ms_by_kind.clear();
+    let claimed = store
+        .claim(&request)
+        .await
+        .expect("a claim without per-kind leases");
+    assert_eq!(claimed.len(), 1);
+    let row = store.get_event("default-lease").await.unwrap().unwrap();
+    let lease = row.lease_expires_at.unwrap() - row.updated_at;
+    assert_eq!(lease, 60_000, "the default lease applies");
     store.close().await;
 }
