@@ -166,12 +166,22 @@ async fn ensure_first_admin(accounts: &AccountService) -> anyhow::Result<()> {
         Ok(password) if !password.is_empty() => (password, false),
         _ => (generate_password(), true),
     };
-    accounts
+    match accounts
         .add_user(None, FIRST_ADMIN_NAME, &password, Role::Admin)
         .await
-        .with_context(|| {
-            format!("cannot create the first admin user (check {ADMIN_PASSWORD_ENV})")
-        })?;
+    {
+        Ok(_) => {}
+        // Several nodes started together on an empty store: another one won.
+        Err(crate::service::ServiceError::Conflict(_)) => {
+            tracing::info!("another node created the first admin user");
+            return Ok(());
+        }
+        Err(err) => {
+            return Err(anyhow::Error::new(err).context(format!(
+                "cannot create the first admin user (check {ADMIN_PASSWORD_ENV})"
+            )))
+        }
+    }
     if generated {
         println!(
             "Created the first admin user.\n  username: {FIRST_ADMIN_NAME}\n  password: {password}\nThis password is shown only once."

@@ -292,4 +292,18 @@ mod pinned_migrations {
             }
         }
     }
+
+    #[test]
+    fn no_released_migration_is_missing() {
+        for (engine, version, _) in PINNED {
+            assert!(
+                engine
+                    .migrator()
+                    .iter()
+                    .any(|migration| migration.version == *version),
+                "{} migration {version} was released and is gone",
+                engine.name()
+            );
+        }
+    }
 }

@@ -122,6 +122,10 @@ impl SqlStore {
 
     /// `lease_expires_at` for a claim: each kind's own lease duration.
     fn lease_expiry_sql(&self, request: &ClaimRequest) -> String {
+        if request.lease_ms_by_kind.is_empty() {
+            // `CASE kind ELSE ? END` without a `WHEN` is not SQL.
+            return format!("{} + ?", self.engine.now_ms());
+        }
         let mut sql = format!("{} + CASE kind", self.engine.now_ms());
         for _ in &request.lease_ms_by_kind {
             sql.push_str(" WHEN ? THEN ?");

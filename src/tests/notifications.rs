@@ -585,7 +585,8 @@ async fn bad_transition_input_is_answered_with_a_4xx_that_names_it() {
     let receiver = Receiver::start().await;
     let (server, _config) = start(&receiver, "max_result_bytes = 1000", true).await;
     let api = Api::new(&server).await;
-    let run = api.run(None, &[]).await;
+    // A run that owes a callback and a route delivery once it ends.
+    let run = api.run(Some(receiver.url()), &["ops-hook"]).await;
     let raw = |body: &'static str| {
         api.client
             .post(format!("{}/api/v1/runs/{run}/transitions", api.base))
@@ -638,6 +639,13 @@ async fn bad_transition_input_is_answered_with_a_4xx_that_names_it() {
         api.deliveries(&run).await.len(),
         0,
         "nothing was enqueued by bad input"
+    );
+    let (status, done) = api.finish(&run, "succeeded", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(
+        api.deliveries(&run).await.len(),
+        2,
+        "the run did owe events"
     );
     receiver.stop();
     server.stop().await;

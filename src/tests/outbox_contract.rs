@@ -182,6 +182,9 @@ async fn a_lost_enqueue_acknowledgement_leaves_exactly_one_event(db: &TestDb) {
     store.close().await;
 }
 
+/// On SQLite the store is one connection, so these claimers queue rather than race;
+/// `delivery_gaps::three_processes_claiming_one_store_deliver_each_event_once` races
+/// separate processes on every engine.
 async fn concurrent_claimers_never_hold_the_same_event(db: &TestDb) {
     let store = Arc::new(db.store().await);
     let events: Vec<NewEvent> = (0..200).map(|i| event(&format!("race-{i:03}"))).collect();

@@ -374,6 +374,8 @@ impl ReceiverState {
 /// `herald serve` as a real child process.
 pub struct HeraldProcess {
     pub child: std::process::Child,
+    /// Where the child's log (stderr) goes.
+    pub log: std::path::PathBuf,
 }
 
 impl HeraldProcess {
@@ -388,11 +390,11 @@ impl HeraldProcess {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> HeraldProcess {
-        let log = std::fs::File::create(std::env::temp_dir().join(format!(
+        let log_path = std::env::temp_dir().join(format!(
             "herald-child-{}.log",
             uuid::Uuid::new_v4().simple()
-        )))
-        .unwrap();
+        ));
+        let log = std::fs::File::create(&log_path).unwrap();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
             .arg("serve")
             .args(["--database-url", database_url])
@@ -405,7 +407,10 @@ impl HeraldProcess {
             .stderr(log)
             .spawn()
             .expect("spawn herald serve");
-        HeraldProcess { child }
+        HeraldProcess {
+            child,
+            log: log_path,
+        }
     }
 
     /// SIGKILL: no drain, no goodbye.
@@ -460,4 +465,25 @@ pub async fn api_token(database_url: &str, role: app::dto::Role) -> String {
         .unwrap();
     store.close().await;
     created.secret
+}
+
+/// The run service over one store, as `herald serve` wires it (without workers).
+pub fn run_service(store: &SqlStore, settings: &Settings) -> herald::service::runs::RunService {
+    use std::sync::Arc;
+    let deliveries = herald::service::deliveries::DeliveryService::new(
+        Arc::new(store.clone()),
+        Arc::new(store.clone()),
+        Arc::new(herald::outbox::handler::Registry::new()),
+        settings.max_attempts,
+    );
+    herald::service::runs::RunService::new(
+        Arc::new(store.clone()),
+        herald::outbox::Outbox::new(
+            Arc::new(store.clone()),
+            Arc::new(tokio::sync::Notify::new()),
+        ),
+        Arc::new(herald::notifications::NotificationPlanner::new(settings)),
+        deliveries,
+        settings.max_result_bytes,
+    )
 }

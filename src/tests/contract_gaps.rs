@@ -1,0 +1,420 @@
+//! Contract behaviours of the outbox and the transition service that had no test of
+//! their own (issue 12, items 10 and 11), on SQLite, PostgreSQL and MariaDB: the
+//! lease-expiry half of the fence, racing sweepers, a lease expiring on the cycle's
+//! last attempt, racing terminal transitions, and an enqueue failure rolling the run
+//! back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::dto::{DeliveryStatus, Role, RunStatus, Viewer};
+use herald::config::{Settings, SettingsArgs};
+use herald::notifications::NotificationPlanner;
+use herald::outbox::model::{ClaimedEvent, NewEvent, Settle, Settlement, Source};
+use herald::service::runs::{RunService, TransitionRequest};
+use herald::service::ServiceError;
+use herald::store::ports::{ClaimRequest, NewRun, OutboxStore, RunRepository};
+use herald::store::{Engine, SqlStore};
+use sqlx::Executor;
+
+use crate::support::TestDb;
+
+crate::contract_tests!(
+    a_token_correct_write_after_the_lease_expired_is_refused,
+    racing_sweepers_settle_each_expired_row_once,
+    a_lease_expiring_on_the_last_attempt_ends_failed_with_a_dead_letter,
+    racing_terminal_transitions_have_one_winner_and_one_set_of_events,
+    a_failing_enqueue_rolls_the_transition_back,
+    a_claim_with_only_a_default_lease_uses_it,
+);
+
+fn event(id: &str, redeliverable: bool, max_attempts: u32) -> NewEvent {
+    NewEvent {
+        event_id: id.to_string(),
+        source: Source::Jobs,
+        kind: "test".into(),
+        parent_type: "run".into(),
+        parent_id: "gaps".into(),
+        payload: "{}".into(),
+        redeliverable,
+        max_attempts,
+        delay_ms: 0,
+    }
+}
+
+fn claim_request(limit: u32, lease_ms: i64) -> ClaimRequest {
+    ClaimRequest {
+        lease_token: uuid::Uuid::new_v4().simple().to_string(),
+        holder: "gaps-worker".into(),
+        limit,
+        kinds: vec!["test".into()],
+        lease_ms_by_kind: vec![("test".into(), lease_ms)],
+        default_lease_ms: lease_ms,
+    }
+}
+
+fn settlement(event: &ClaimedEvent, settle: Settle) -> Settlement {
+    Settlement {
+        event_id: event.event_id.clone(),
+        kind: event.kind.clone(),
+        lease_token: event.lease_token.clone(),
+        attempt: event.attempts,
+        cycle: event.cycle,
+        worker: "gaps-worker".into(),
+        started_at_ms: 0,
+        finished_at_ms: 1,
+        settle,
+        status_code: None,
+        error: Some("late".into()),
+        dead_letter_event: None,
+    }
+}
+
+async fn enqueue(store: &SqlStore, events: &[NewEvent]) {
+    let mut tx = store.begin_write().await.unwrap();
+    for e in events {
+        store.enqueue_in(&mut tx, e).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
+async fn claim(store: &SqlStore, request: &ClaimRequest) -> Vec<ClaimedEvent> {
+    for _ in 0..20 {
+        match store.claim(request).await {
+            Ok(events) => return events,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    panic!("claim kept failing");
+}
+
+async fn a_token_correct_write_after_the_lease_expired_is_refused(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event("expired-own", true, 6)]).await;
+    let claimed = claim(&store, &claim_request(1, 300)).await;
+    assert_eq!(claimed.len(), 1);
+    // Nobody reclaims it: the token is still the row's own, only the time is up.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let token = &claimed[0].lease_token;
+    assert_eq!(
+        store
+            .renew(token, &["expired-own".into()], 60_000)
+            .await
+            .unwrap(),
+        0,
+        "an expired lease is not renewed, even by its holder"
+    );
+    for settle in [
+        Settle::Completed,
+        Settle::Retry { delay_ms: 0 },
+        Settle::Failed { exhausted: true },
+        Settle::Skipped,
+        Settle::Uncertain,
+    ] {
+        assert_eq!(
+            store
+                .settle(&[settlement(&claimed[0], settle.clone())])
+                .await
+                .unwrap(),
+            vec![false],
+            "{settle:?} with the right token after expiry"
+        );
+    }
+    let row = store.get_event("expired-own").await.unwrap().unwrap();
+    assert_eq!(row.status, DeliveryStatus::Processing);
+    assert!(store.attempts("expired-own").await.unwrap().is_empty());
+    assert_eq!(store.dead_letter_count("expired-own").await.unwrap(), 0);
+    // And the next claimer gets it, under a new token.
+    let again = claim(&store, &claim_request(1, 30_000)).await;
+    assert_eq!(again.len(), 1);
+    assert_ne!(&again[0].lease_token, token);
+    store.close().await;
+}
+
+async fn racing_sweepers_settle_each_expired_row_once(db: &TestDb) {
+    let store = Arc::new(db.store().await);
+    // Half must become uncertain (non-redeliverable), half failed (spent cycle).
+    let mut events = Vec::new();
+    for i in 0..12 {
+        events.push(event(&format!("chat-{i:02}"), false, 6));
+        events.push(event(&format!("last-{i:02}"), true, 1));
+    }
+    enqueue(&store, &events).await;
+    assert_eq!(claim(&store, &claim_request(100, 200)).await.len(), 24);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+
+    // Four maintenance loops (four nodes) find the same rows processing and expired.
+    let barrier = Arc::new(tokio::sync::Barrier::new(4));
+    let mut sweepers = Vec::new();
+    for _ in 0..4 {
+        let store = store.clone();
+        let barrier = barrier.clone();
+        sweepers.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let mut reported = Vec::new();
+            for _ in 0..20 {
+                match store.sweep_expired(100, None).await {
+                    Ok(report) => {
+                        reported.extend(report.uncertain.into_iter().map(|(id, _)| id));
+                        reported.extend(report.failed.into_iter().map(|(id, _)| id));
+                    }
+                    // A lost commit race (MySQL 1213) is retried, as maintenance does.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                }
+            }
+            reported
+        }));
+    }
+    let mut seen: std::collections::HashMap<String, usize> = Default::default();
+    for sweeper in sweepers {
+        for id in sweeper.await.unwrap() {
+            *seen.entry(id).or_default() += 1;
+        }
+    }
+    assert_eq!(seen.len(), 24, "every expired row was swept: {seen:?}");
+    assert!(
+        seen.values().all(|n| *n == 1),
+        "a row was swept (and alerted) by more than one sweeper: {seen:?}"
+    );
+    for i in 0..12 {
+        let chat = store
+            .get_event(&format!("chat-{i:02}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(chat.status, DeliveryStatus::Uncertain);
+        let last = format!("last-{i:02}");
+        let failed = store.get_event(&last).await.unwrap().unwrap();
+        assert_eq!(failed.status, DeliveryStatus::Failed);
+        assert_eq!(store.dead_letter_count(&last).await.unwrap(), 1);
+    }
+    store.close().await;
+}
+
+async fn a_lease_expiring_on_the_last_attempt_ends_failed_with_a_dead_letter(db: &TestDb) {
+    let store = db.store().await;
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        config.path(),
+        "dead_letter_route = \"ops\"\n[[routes]]\nname = \"ops\"\nchannel = \"webhook\"\n\
+         url = \"https://ops.example/dead\"\n",
+    )
+    .unwrap();
+    let settings = Settings::resolve(&SettingsArgs {
+        database_url: Some(db.url.clone()),
+        config: Some(config.path().to_path_buf()),
+        ..Default::default()
+    })
+    .unwrap();
+    let planner = Arc::new(NotificationPlanner::new(&settings));
+    let notifier = planner.dead_letter_notifier();
+    enqueue(&store, &[event("last-try", true, 2)]).await;
+    // First attempt: a retry, due at once.
+    let first = claim(&store, &claim_request(1, 30_000)).await;
+    assert_eq!(
+        store
+            .settle(&[settlement(&first[0], Settle::Retry { delay_ms: 0 })])
+            .await
+            .unwrap(),
+        vec![true]
+    );
+    // Second (last) attempt: the worker dies holding it.
+    let last = claim(&store, &claim_request(1, 200)).await;
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0].cycle_attempts, 2);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert!(
+        claim(&store, &claim_request(1, 30_000)).await.is_empty(),
+        "a spent cycle is not redelivered"
+    );
+    let report = store.sweep_expired(100, notifier.as_ref()).await.unwrap();
+    assert_eq!(report.failed, vec![("last-try".into(), "test".into())]);
+    assert!(report.uncertain.is_empty());
+    let failed = store.get_event("last-try").await.unwrap().unwrap();
+    assert_eq!(failed.status, DeliveryStatus::Failed);
+    assert!(failed.failed_at.is_some() && failed.alerted_at.is_some());
+    assert_eq!(
+        failed.dead_letter_id.as_deref(),
+        Some("dead_letter_last-try")
+    );
+    assert!(failed
+        .last_error
+        .as_deref()
+        .unwrap_or_default()
+        .contains("lease expired"));
+    assert_eq!(store.dead_letter_count("last-try").await.unwrap(), 1);
+    let notice = store
+        .get_event("dead_letter_last-try_1")
+        .await
+        .unwrap()
+        .expect("the dead-letter notice was enqueued with the failure");
+    assert_eq!(notice.status, DeliveryStatus::Pending);
+    assert_eq!(notice.kind, "dead_letter");
+    // A second sweep finds nothing more to do.
+    let again = store.sweep_expired(100, notifier.as_ref()).await.unwrap();
+    assert!(again.failed.is_empty() && again.uncertain.is_empty());
+    store.close().await;
+}
+
+fn operator() -> Viewer {
+    Viewer {
+        name: "racer".into(),
+        role: Role::Operator,
+    }
+}
+
+fn run_service(db: &TestDb, store: &SqlStore) -> RunService {
+    let settings = Settings::resolve(&SettingsArgs {
+        database_url: Some(db.url.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    crate::support::run_service(store, &settings)
+}
+
+async fn running_run_with_a_callback(store: &SqlStore, service: &RunService) -> String {
+    let run = store
+        .create_run(NewRun {
+            run_type: "etl".into(),
+            tenant: "acme".into(),
+            callback_url: Some("https://receiver.example/hook".into()),
+            routes: Vec::new(),
+        })
+        .await
+        .unwrap();
+    service
+        .transition(
+            Some(&operator()),
+            &run.id,
+            TransitionRequest {
+                to: RunStatus::Running,
+                result: None,
+            },
+        )
+        .await
+        .unwrap();
+    run.id
+}
+
+async fn racing_terminal_transitions_have_one_winner_and_one_set_of_events(db: &TestDb) {
+    let store = db.store().await;
+    let service = run_service(db, &store);
+    for round in 0..8 {
+        let run = running_run_with_a_callback(&store, &service).await;
+        let mut racers = Vec::new();
+        for to in [RunStatus::Succeeded, RunStatus::Failed] {
+            let service = service.clone();
+            let run = run.clone();
+            racers.push(tokio::spawn(async move {
+                let request = TransitionRequest {
+                    to,
+                    result: Some(serde_json::json!({"by": to.as_str()})),
+                };
+                (
+                    to,
+                    service.transition(Some(&operator()), &run, request).await,
+                )
+            }));
+        }
+        let mut winners = Vec::new();
+        for racer in racers {
+            match racer.await.unwrap() {
+                (to, Ok(response)) => {
+                    assert!(!response.replayed);
+                    winners.push((to, response.notifications));
+                }
+                (_, Err(ServiceError::IllegalTransition { current, .. })) => {
+                    assert!(current.is_terminal(), "the loser sees the winner's state");
+                }
+                (to, Err(other)) => {
+                    panic!("round {round}: the move to {to:?} failed with {other:?}, not a 409")
+                }
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: exactly one winner");
+        let (to, notifications) = winners.pop().unwrap();
+        let stored = store.get_run(&run).await.unwrap().unwrap();
+        assert_eq!(stored.status, to, "the winner's state is the run's");
+        let events = store.events_for_parent("run", &run).await.unwrap();
+        let mut ids: Vec<String> = events.into_iter().map(|e| e.event_id).collect();
+        ids.sort();
+        assert_eq!(ids, notifications, "one set of events, the winner's");
+        assert_eq!(ids, vec![format!("callback_{run}_{}_2", to.as_str())]);
+    }
+    store.close().await;
+}
+
+/// Makes every insert into `outbox_events` fail inside the engine.
+async fn refuse_enqueues(store: &SqlStore) {
+    let statements: Vec<&str> = match store.engine() {
+        Engine::Sqlite => vec![
+            "CREATE TRIGGER refuse_enqueue BEFORE INSERT ON outbox_events \
+             BEGIN SELECT RAISE(ABORT, 'injected fault'); END",
+        ],
+        Engine::Postgres => vec![
+            "CREATE FUNCTION refuse_enqueue() RETURNS trigger AS $$ BEGIN \
+             RAISE EXCEPTION 'injected fault'; END $$ LANGUAGE plpgsql",
+            "CREATE TRIGGER refuse_enqueue BEFORE INSERT ON outbox_events \
+             FOR EACH ROW EXECUTE FUNCTION refuse_enqueue()",
+        ],
+        Engine::MySql => vec![
+            "CREATE TRIGGER refuse_enqueue BEFORE INSERT ON outbox_events FOR EACH ROW \
+             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected fault'",
+        ],
+    };
+    for sql in statements {
+        store.pool().execute(sql).await.expect("install the fault");
+    }
+}
+
+async fn a_failing_enqueue_rolls_the_transition_back(db: &TestDb) {
+    let store = db.store().await;
+    let service = run_service(db, &store);
+    let run = running_run_with_a_callback(&store, &service).await;
+    let before = store.get_run(&run).await.unwrap().unwrap();
+    refuse_enqueues(&store).await;
+    let refused = service
+        .transition(
+            Some(&operator()),
+            &run,
+            TransitionRequest {
+                to: RunStatus::Succeeded,
+                result: Some(serde_json::json!({"rows": 1})),
+            },
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(ServiceError::Internal(_))),
+        "{refused:?}"
+    );
+    let after = store.get_run(&run).await.unwrap().unwrap();
+    assert_eq!(
+        after.status,
+        RunStatus::Running,
+        "the run moved without its events"
+    );
+    assert_eq!(after.transition_seq, before.transition_seq);
+    assert_eq!(after.result, None);
+    assert!(store
+        .events_for_parent("run", &run)
+        .await
+        .unwrap()
+        .is_empty());
+    store.close().await;
+}
+
+async fn a_claim_with_only_a_default_lease_uses_it(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event("default-lease", true, 6)]).await;
+    let mut request = claim_request(1, 60_000);
+    request.lease_ms_by_kind.clear();
+    let claimed = store
+        .claim(&request)
+        .await
+        .expect("a claim without per-kind leases");
+    assert_eq!(claimed.len(), 1);
+    let row = store.get_event("default-lease").await.unwrap().unwrap();
+    let lease = row.lease_expires_at.unwrap() - row.updated_at;
+    assert_eq!(lease, 60_000, "the default lease applies");
+    store.close().await;
+}

@@ -1,0 +1,648 @@
+//! Delivery behaviours that had no test of their own (issue 12, items 10 and 11),
+//! with real `herald serve` processes and real HTTP servers on loopback: the
+//! heartbeat keeping a slow handler's lease, SIGTERM with work not yet claimed, the
+//! exhaustion signals (`OPERATOR_ALERT`, counters, gauges, `available 0` when the
+//! store is down), `Retry-After` in seconds and as an HTTP date as stored, a 3xx
+//! being permanent and never followed, and connection refused being retried.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use app::dto::DeliveryStatus;
+use herald::channels::guard::DestinationGuard;
+use herald::channels::webhook::{delivery_client, WebhookHandler, WebhookPayload};
+use herald::outbox::handler::Outcome;
+use herald::outbox::model::{NewEvent, Settle};
+use herald::store::ports::{ClaimRequest, OutboxStore};
+use herald::store::{Engine, SqlStore};
+use sqlx::Executor;
+
+use crate::crash::{callback, enqueue_all, wait_for, worker_flags};
+use crate::support::{HeraldProcess, Receiver, TestDb};
+
+crate::contract_tests!(
+    a_heartbeat_keeps_the_lease_of_a_handler_slower_than_the_lease,
+    three_processes_claiming_one_store_deliver_each_event_once,
+);
+
+fn parented(mut event: NewEvent) -> NewEvent {
+    event.parent_id = "delivery-gaps".into();
+    event
+}
+
+async fn statuses(store: &SqlStore) -> HashMap<String, DeliveryStatus> {
+    store
+        .events_for_parent("run", "delivery-gaps")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.event_id, e.status))
+        .collect()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Flags for one process on a known port.
+fn flags_on(port: u16, lease_secs: &'static str) -> Vec<String> {
+    let mut flags: Vec<String> = worker_flags(lease_secs)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let at = flags.iter().position(|f| f == "--listen").unwrap();
+    flags[at + 1] = format!("127.0.0.1:{port}");
+    flags
+}
+
+fn spawn(db: &TestDb, flags: &[String]) -> HeraldProcess {
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    HeraldProcess::spawn(&db.url, &flags)
+}
+
+/// A GET to a process on loopback.
+async fn get(port: u16, path: &str) -> Option<reqwest::Response> {
+    herald::channels::install_crypto_provider();
+    reqwest::get(format!("http://127.0.0.1:{port}{path}"))
+        .await
+        .ok()
+}
+
+async fn metrics(port: u16) -> Option<String> {
+    get(port, "/metrics").await?.text().await.ok()
+}
+
+async fn a_heartbeat_keeps_the_lease_of_a_handler_slower_than_the_lease(db: &TestDb) {
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    // The receiver takes three leases' time to answer.
+    receiver.set_hold(Duration::from_millis(3000));
+    enqueue_all(&store, &[parented(callback("slow-one", &receiver.url()))]).await;
+    let herald = HeraldProcess::spawn(&db.url, &worker_flags("1"));
+    wait_for("the slow delivery", Duration::from_secs(30), async || {
+        statuses(&store).await["slow-one"] == DeliveryStatus::Completed
+    })
+    .await;
+    // Another lease's time: a lost lease would have been reclaimed and resent.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    drop(herald);
+    assert_eq!(
+        receiver.arrivals(),
+        vec!["slow-one".to_string()],
+        "exactly one delivery"
+    );
+    let row = store.get_event("slow-one").await.unwrap().unwrap();
+    assert_eq!(row.attempts, 1, "one attempt, never reclaimed");
+    assert_eq!(store.attempts("slow-one").await.unwrap().len(), 1);
+    receiver.stop();
+    store.close().await;
+}
+
+/// Claim races between processes, each with its own connections (within one
+/// SQLite process every claim shares one connection and cannot race itself).
+async fn three_processes_claiming_one_store_deliver_each_event_once(db: &TestDb) {
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    receiver.set_hold(Duration::from_millis(100));
+    let events: Vec<NewEvent> = (0..90)
+        .map(|i| parented(callback(&format!("shared-{i:02}"), &receiver.url())))
+        .collect();
+    // The store is migrated (opening it migrates), so the three start together.
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let processes: Vec<HeraldProcess> = ports
+        .iter()
+        .map(|port| spawn(db, &flags_on(*port, "30")))
+        .collect();
+    for port in &ports {
+        wait_for("every process ready", Duration::from_secs(30), async || {
+            get(*port, "/readyz")
+                .await
+                .is_some_and(|r| r.status().is_success())
+        })
+        .await;
+    }
+    enqueue_all(&store, &events).await;
+    wait_for(
+        "every event completed",
+        Duration::from_secs(60),
+        async || {
+            let now = statuses(&store).await;
+            now.len() == 90 && now.values().all(|s| *s == DeliveryStatus::Completed)
+        },
+    )
+    .await;
+    drop(processes);
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for id in receiver.arrivals() {
+        *seen.entry(id).or_default() += 1;
+    }
+    assert_eq!(seen.len(), 90);
+    assert!(
+        seen.values().all(|n| *n == 1),
+        "an event was claimed by two processes: {seen:?}"
+    );
+    let mut workers = std::collections::HashSet::new();
+    for event in &events {
+        for attempt in store.attempts(&event.event_id).await.unwrap() {
+            workers.insert(attempt.worker);
+        }
+    }
+    assert!(
+        workers.len() >= 2,
+        "the processes really shared the work: {workers:?}"
+    );
+    receiver.stop();
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_with_work_not_yet_claimed_exits_zero_and_the_next_process_delivers_it() {
+    let db = TestDb::new(Engine::Sqlite).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    receiver.set_hold(Duration::from_millis(1000));
+    let events: Vec<NewEvent> = (0..6)
+        .map(|i| parented(callback(&format!("queued-{i}"), &receiver.url())))
+        .collect();
+    enqueue_all(&store, &events).await;
+    // One slot: the rest wait, due but unclaimed, while the first is in flight.
+    let mut flags: Vec<String> = flags_on(free_port(), "30");
+    for (flag, value) in [("--worker-concurrency", "1"), ("--worker-batch-size", "1")] {
+        let at = flags.iter().position(|f| f == flag).unwrap();
+        flags[at + 1] = value.into();
+    }
+    let herald = spawn(&db, &flags);
+    wait_for("the first delivery", Duration::from_secs(30), async || {
+        !receiver.arrivals().is_empty()
+    })
+    .await;
+    let status = herald
+        .terminate(Duration::from_secs(20))
+        .expect("herald exits after SIGTERM");
+    assert!(status.success(), "exit status {status:?}");
+    let after = statuses(&store).await;
+    let delivered = receiver.arrivals().len();
+    assert!(delivered < 6, "the stop landed with work unclaimed");
+    assert_eq!(
+        after
+            .values()
+            .filter(|s| **s == DeliveryStatus::Completed)
+            .count(),
+        delivered,
+        "what was sent was settled before the exit: {after:?}"
+    );
+    assert_eq!(
+        after
+            .values()
+            .filter(|s| **s == DeliveryStatus::Pending)
+            .count(),
+        6 - delivered,
+        "the rest is still pending, not stranded in processing: {after:?}"
+    );
+    for (id, status) in &after {
+        if *status == DeliveryStatus::Pending {
+            let row = store.get_event(id).await.unwrap().unwrap();
+            assert_eq!(row.attempts, 0, "{id} spent no attempt");
+        }
+    }
+
+    receiver.set_hold(Duration::ZERO);
+    let herald = spawn(&db, &flags_on(free_port(), "30"));
+    wait_for(
+        "the next process delivers the rest",
+        Duration::from_secs(30),
+        async || {
+            statuses(&store)
+                .await
+                .values()
+                .all(|s| *s == DeliveryStatus::Completed)
+        },
+    )
+    .await;
+    drop(herald);
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for id in receiver.arrivals() {
+        *seen.entry(id).or_default() += 1;
+    }
+    assert_eq!(seen.len(), 6, "nothing lost: {seen:?}");
+    assert!(seen.values().all(|n| *n == 1), "nothing twice: {seen:?}");
+    receiver.stop();
+    store.close().await;
+    db.drop_db().await;
+}
+
+fn lines_with(log: &std::path::Path, needle: &str) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(needle))
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exhaustion_reaches_the_log_the_counter_and_the_gauges_and_an_outage_reads_unavailable() {
+    let db = TestDb::new(Engine::Sqlite).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    receiver.set_status(503);
+    // One event exhausts its cycle at the receiver (the worker's alert) ...
+    let mut refused = parented(callback("refused", &receiver.url()));
+    refused.max_attempts = 1;
+    // ... and one is taken by a worker that dies on its last attempt (the sweep's).
+    let mut orphan = parented(callback("orphaned", &receiver.url()));
+    orphan.max_attempts = 1;
+    enqueue_all(&store, &[orphan]).await;
+    let dead_worker = ClaimRequest {
+        lease_token: "dead-worker".into(),
+        holder: "dead-worker".into(),
+        limit: 1,
+        kinds: vec!["callback".into()],
+        lease_ms_by_kind: vec![("callback".into(), 200)],
+        default_lease_ms: 200,
+    };
+    assert_eq!(store.claim(&dead_worker).await.unwrap().len(), 1);
+    enqueue_all(&store, &[refused]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let port = free_port();
+    let herald = spawn(&db, &flags_on(port, "30"));
+    wait_for("both failed", Duration::from_secs(30), async || {
+        statuses(&store)
+            .await
+            .values()
+            .all(|s| *s == DeliveryStatus::Failed)
+    })
+    .await;
+    assert_eq!(receiver.arrivals(), vec!["refused".to_string()]);
+    wait_for("two alerts", Duration::from_secs(10), async || {
+        lines_with(&herald.log, "OPERATOR_ALERT").len() >= 2
+    })
+    .await;
+    let alerts = lines_with(&herald.log, "OPERATOR_ALERT");
+    assert_eq!(alerts.len(), 2, "{alerts:?}");
+    assert!(alerts.iter().any(|l| l.contains("refused")), "{alerts:?}");
+    assert!(
+        alerts
+            .iter()
+            .any(|l| l.contains("orphaned") && l.contains("lease expired")),
+        "{alerts:?}"
+    );
+    assert!(
+        !alerts.iter().any(|l| l.contains(&receiver.url())),
+        "no destination in the alert: {alerts:?}"
+    );
+
+    let exhausted = r#"herald_outbox_exhausted_total{kind="callback"} 2"#;
+    let failed_gauge = r#"herald_outbox_events{kind="callback",source="jobs",status="failed"} 2"#;
+    let up = r#"herald_outbox_available{source="jobs"} 1"#;
+    let down = r#"herald_outbox_available{source="jobs"} 0"#;
+    wait_for(
+        "the counter and gauges",
+        Duration::from_secs(10),
+        async || {
+            metrics(port).await.is_some_and(|m| {
+                m.contains(exhausted) && m.contains(failed_gauge) && m.contains(up)
+            })
+        },
+    )
+    .await;
+
+    // The outbox's table disappears from under the running process.
+    store
+        .pool()
+        .execute("ALTER TABLE outbox_events RENAME TO outbox_events_gone")
+        .await
+        .unwrap();
+    wait_for("available 0", Duration::from_secs(10), async || {
+        metrics(port).await.is_some_and(|m| m.contains(down))
+    })
+    .await;
+    store
+        .pool()
+        .execute("ALTER TABLE outbox_events_gone RENAME TO outbox_events")
+        .await
+        .unwrap();
+    wait_for("available 1 again", Duration::from_secs(10), async || {
+        metrics(port).await.is_some_and(|m| m.contains(up))
+    })
+    .await;
+    drop(herald);
+    receiver.stop();
+    store.close().await;
+    db.drop_db().await;
+}
+
+/// Waits until `id` has spent `attempts` attempts and is pending again.
+async fn pending_after(
+    store: &SqlStore,
+    id: &str,
+    attempts: i64,
+) -> herald::outbox::model::EventRecord {
+    let mut found = None;
+    wait_for(
+        "a retry to be scheduled",
+        Duration::from_secs(20),
+        async || {
+            let row = store.get_event(id).await.unwrap().unwrap();
+            let ready = row.status == DeliveryStatus::Pending && row.attempts == attempts;
+            if ready {
+                found = Some(row);
+            }
+            ready
+        },
+    )
+    .await;
+    found.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn retry_after_in_seconds_and_as_an_http_date_is_the_stored_next_attempt() {
+    let db = TestDb::new(Engine::Sqlite).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    receiver.script(&[(429, Some("3"))]);
+    let herald = spawn(&db, &flags_on(free_port(), "30"));
+    enqueue_all(&store, &[parented(callback("in-seconds", &receiver.url()))]).await;
+    let row = pending_after(&store, "in-seconds", 1).await;
+    // The settle statement sets both from one clock reading.
+    assert_eq!(
+        row.next_attempt_at - row.updated_at,
+        3000,
+        "Retry-After: 3 beats the 100 ms backoff"
+    );
+    assert_eq!(row.last_status_code, Some(429));
+
+    let when = SystemTime::now() + Duration::from_secs(6);
+    receiver.script(&[(503, Some(&httpdate::fmt_http_date(when)))]);
+    enqueue_all(&store, &[parented(callback("as-a-date", &receiver.url()))]).await;
+    let row = pending_after(&store, "as-a-date", 1).await;
+    let delay = row.next_attempt_at - row.updated_at;
+    // The date has whole seconds and some of them passed on the way.
+    assert!(
+        (3500..=6000).contains(&delay),
+        "Retry-After as an HTTP date six seconds ahead gave a delay of {delay} ms"
+    );
+    drop(herald);
+    receiver.stop();
+    store.close().await;
+    db.drop_db().await;
+}
+
+fn loopback_handler() -> WebhookHandler {
+    let guard = DestinationGuard::new(DestinationGuard::parse_allowlist("127.0.0.0/8").unwrap());
+    WebhookHandler::new(
+        delivery_client(Duration::from_secs(5), &guard).unwrap(),
+        guard,
+    )
+}
+
+fn payload(url: String) -> WebhookPayload {
+    WebhookPayload {
+        url,
+        body: serde_json::json!({"status": "succeeded"}),
+        secret_ref: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_3xx_is_permanent_and_never_followed() {
+    use axum::routing::{any, post};
+    let followed = Arc::new(AtomicUsize::new(0));
+    let counter = followed.clone();
+    let app = axum::Router::new()
+        .route(
+            "/moved/{status}",
+            post(
+                |axum::extract::Path(status): axum::extract::Path<u16>| async move {
+                    (
+                        axum::http::StatusCode::from_u16(status).unwrap(),
+                        [("location", "/elsewhere")],
+                    )
+                },
+            ),
+        )
+        .route(
+            "/elsewhere",
+            any(move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async { "followed" }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let handler = loopback_handler();
+    for status in [301u16, 302, 303, 307, 308] {
+        let outcome = handler
+            .deliver("moved", payload(format!("http://{addr}/moved/{status}")))
+            .await;
+        assert!(
+            matches!(&outcome, Outcome::Permanent { status_code: Some(code), .. } if *code == status),
+            "{status}: {outcome:?}"
+        );
+        // A permanent outcome ends the event failed at once, never retried.
+        let claimed = herald::outbox::model::ClaimedEvent {
+            event_id: "moved".into(),
+            source: "jobs".into(),
+            kind: "callback".into(),
+            parent_type: "run".into(),
+            parent_id: "delivery-gaps".into(),
+            payload: String::new(),
+            redeliverable: true,
+            attempts: 1,
+            cycle: 1,
+            cycle_attempts: 1,
+            max_attempts: 6,
+            lease_token: "t".into(),
+        };
+        let policy = herald::outbox::policy::RetryPolicy {
+            max_attempts: 6,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+            jitter: false,
+            lease: Duration::from_secs(30),
+        };
+        assert_eq!(
+            outcome.settle(&claimed, &policy),
+            Settle::Failed { exhausted: false }
+        );
+    }
+    assert_eq!(
+        followed.load(Ordering::SeqCst),
+        0,
+        "a redirect was followed"
+    );
+    server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connection_refused_is_retried() {
+    // A port nobody listens on.
+    let port = free_port();
+    let outcome = loopback_handler()
+        .deliver("refused", payload(format!("http://127.0.0.1:{port}/hook")))
+        .await;
+    assert!(
+        matches!(&outcome, Outcome::Retryable { error, status_code: None, .. } if error.contains("connection")),
+        "{outcome:?}"
+    );
+
+    // And through a real process: attempts pile up as retries, not a failure.
+    let db = TestDb::new(Engine::Sqlite).await;
+    let store = db.store().await;
+    enqueue_all(
+        &store,
+        &[parented(callback(
+            "nobody-home",
+            &format!("http://127.0.0.1:{port}/hook"),
+        ))],
+    )
+    .await;
+    let herald = spawn(&db, &flags_on(free_port(), "30"));
+    let row = pending_after(&store, "nobody-home", 2).await;
+    drop(herald);
+    assert!(
+        row.last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("connection"),
+        "{row:?}"
+    );
+    assert_eq!(row.last_status_code, None);
+    store.close().await;
+    db.drop_db().await;
+}
+
+const OLD_SECRET: &str = "whsec_b2xkLXJvdXRlLXNlY3JldC1mb3ItdGVzdHM=";
+const NEW_SECRET: &str = "whsec_bmV3LXJvdXRlLXNlY3JldC1mb3ItdGVzdHM=";
+
+fn route_config(
+    receiver: &Receiver,
+    prefix: &str,
+    brand: &str,
+    secret_env: &str,
+) -> tempfile::NamedTempFile {
+    let text = format!(
+        r#"
+[[routes]]
+name = "ops"
+channel = "webhook"
+url = "{hook}"
+brand = "{brand}"
+secret_ref = "env:{secret_env}"
+
+[[routes]]
+name = "ops-chat"
+channel = "chat"
+url = "{chat}"
+brand = "{brand}"
+"#,
+        hook = receiver.url_for(&format!("{prefix}-hook")),
+        chat = receiver.url_for(&format!("{prefix}-chat")),
+    );
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), text).unwrap();
+    file
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_route_changed_between_commit_and_send_does_not_change_what_was_frozen() {
+    use app::dto::{Role, RunStatus, Viewer};
+    use herald::config::{Settings, SettingsArgs};
+    use herald::service::runs::TransitionRequest;
+    use herald::store::ports::{NewRun, RunRepository};
+
+    std::env::set_var("HERALD_TEST_FROZEN_OLD_SECRET", OLD_SECRET);
+    std::env::set_var("HERALD_TEST_FROZEN_NEW_SECRET", NEW_SECRET);
+    let db = TestDb::new(Engine::Sqlite).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    receiver.verify_with("old-hook", OLD_SECRET);
+    let committed_with = route_config(
+        &receiver,
+        "old",
+        "Old Brand",
+        "HERALD_TEST_FROZEN_OLD_SECRET",
+    );
+
+    // The run ends while the first configuration is in force; nothing is sent yet.
+    let settings = Settings::resolve(&SettingsArgs {
+        database_url: Some(db.url.clone()),
+        config: Some(committed_with.path().to_path_buf()),
+        ..Default::default()
+    })
+    .unwrap();
+    let runs = crate::support::run_service(&store, &settings);
+    let run = store
+        .create_run(NewRun {
+            run_type: "etl".into(),
+            tenant: "acme".into(),
+            callback_url: None,
+            routes: vec!["ops".into(), "ops-chat".into()],
+        })
+        .await
+        .unwrap();
+    let viewer = Viewer {
+        name: "op".into(),
+        role: Role::Operator,
+    };
+    let done = runs
+        .transition(
+            Some(&viewer),
+            &run.id,
+            TransitionRequest {
+                to: RunStatus::Succeeded,
+                result: Some(serde_json::json!({"rows": 7})),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.notifications.len(), 2);
+
+    // The operator then moves the route, rebrands it and rotates its secret
+    // reference; a new process starts with that configuration.
+    let changed = route_config(
+        &receiver,
+        "new",
+        "New Brand",
+        "HERALD_TEST_FROZEN_NEW_SECRET",
+    );
+    let mut flags = flags_on(free_port(), "30");
+    flags.extend(["--config".to_string(), changed.path().display().to_string()]);
+    let herald = spawn(&db, &flags);
+    wait_for("both deliveries", Duration::from_secs(30), async || {
+        let events = store.events_for_parent("run", &run.id).await.unwrap();
+        events.len() == 2 && events.iter().all(|e| e.status == DeliveryStatus::Completed)
+    })
+    .await;
+    drop(herald);
+
+    let requests = receiver.requests();
+    assert!(
+        requests.iter().all(|r| r.path.starts_with("/old-")),
+        "sent where the commit froze it: {:?}",
+        requests.iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+    let hook = requests.iter().find(|r| r.path == "/old-hook").unwrap();
+    assert_eq!(hook.body["brand"], "Old Brand");
+    assert_eq!(hook.body["result"], serde_json::json!({"rows": 7}));
+    assert_eq!(
+        hook.verified,
+        Some(true),
+        "signed through the secret reference frozen at commit"
+    );
+    let chat = requests.iter().find(|r| r.path == "/old-chat").unwrap();
+    assert_eq!(chat.body["username"], "Old Brand");
+    receiver.stop();
+    store.close().await;
+    db.drop_db().await;
+}
