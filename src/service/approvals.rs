@@ -10,6 +10,7 @@ use std::sync::Arc;
 use app::dto::{Permission, Role, Viewer};
 use serde::{Deserialize, Serialize};
 
+use super::error_class::redact;
 use super::{format_ms, require, ServiceError};
 use crate::approvals::model::{
     kinds, Action, ActorSnapshot, Definition, DefinitionSpec, FrozenTarget, Instance,
@@ -198,7 +199,8 @@ impl ApprovalService {
         viewer: Option<&Viewer>,
         id: &str,
     ) -> Result<ApprovalDetail, ServiceError> {
-        require(viewer, Permission::RecordsRead)?;
+        let viewer = require(viewer, Permission::RecordsRead)?;
+        let sees_data = viewer.can(Permission::DataRead);
         let instance = self
             .store
             .instance(id)
@@ -216,7 +218,7 @@ impl ApprovalService {
                 kind: e.kind,
                 status: e.status.as_str().to_string(),
                 attempts: e.attempts,
-                last_error: e.last_error,
+                last_error: redact(e.last_error.as_deref(), sees_data),
             })
             .collect();
         Ok(ApprovalDetail {
@@ -253,12 +255,7 @@ impl ApprovalService {
                 event_id: e.event_id,
                 approval_id: e.parent_id,
                 attempts: e.attempts,
-                last_error: if full {
-                    e.last_error
-                } else {
-                    e.last_error
-                        .map(|_| "redacted (needs data:read)".to_string())
-                },
+                last_error: redact(e.last_error.as_deref(), full),
                 failed_at: e.failed_at.map(format_ms),
                 alerted_at: e.alerted_at.map(format_ms),
             })

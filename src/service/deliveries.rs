@@ -12,6 +12,7 @@ use app::dto::{
 };
 use serde::Deserialize;
 
+use super::error_class::redact;
 use super::{format_ms, parse_instant, require, ServiceError};
 use crate::outbox::handler::Registry;
 use crate::outbox::model::{AttemptRecord, EventRecord, RetryRefusal};
@@ -83,9 +84,10 @@ impl DeliveryService {
         viewer: Option<&Viewer>,
         run_id: &str,
     ) -> Result<Vec<DeliveryView>, ServiceError> {
-        require(viewer, Permission::RunsRead)?;
+        let viewer = require(viewer, Permission::RunsRead)?;
         let events = self.store.events_for_parent(RUN_PARENT, run_id).await?;
-        Ok(events.iter().map(view).collect())
+        let sees_data = viewer.can(Permission::DataRead);
+        Ok(events.iter().map(|e| view(e, sees_data)).collect())
     }
 
     /// A run's deliveries with their attempt timelines (two statements in all) and
@@ -103,13 +105,13 @@ impl DeliveryService {
             timelines
                 .entry(event_id)
                 .or_default()
-                .push(attempt_view(&attempt));
+                .push(attempt_view(&attempt, viewer.can(Permission::DataRead)));
         }
         let may_write = viewer.can(Permission::RunsWrite);
         Ok(events
             .iter()
             .map(|event| DeliveryDetail {
-                delivery: view(event),
+                delivery: view(event, viewer.can(Permission::DataRead)),
                 timeline: timelines.remove(&event.event_id).unwrap_or_default(),
                 can_retry: may_write && event.status.is_retryable(),
             })
@@ -134,7 +136,7 @@ impl DeliveryService {
         viewer: Option<&Viewer>,
         query: DeliveryQuery,
     ) -> Result<DeliveryPage, ServiceError> {
-        require(viewer, Permission::RunsRead)?;
+        let viewer = require(viewer, Permission::RunsRead)?;
         let limit = query.limit.unwrap_or(DEFAULT_PAGE);
         if limit == 0 || limit > MAX_PAGE {
             return Err(ServiceError::invalid(
@@ -159,7 +161,10 @@ impl DeliveryService {
             None
         };
         Ok(DeliveryPage {
-            events: events.iter().map(view).collect(),
+            events: events
+                .iter()
+                .map(|e| view(e, viewer.can(Permission::DataRead)))
+                .collect(),
             next_cursor,
         })
     }
@@ -337,7 +342,7 @@ impl DeliveryService {
                     .get_event(event_id)
                     .await?
                     .ok_or_else(|| ServiceError::NotFound(format!("delivery {event_id:?}")))?;
-                Ok(view(&event))
+                Ok(view(&event, viewer.can(Permission::DataRead)))
             }
             Err(RetryRefusal::NotFound(id)) => Err(ServiceError::NotFound(format!("delivery {id:?}"))),
             Err(RetryRefusal::UncertainNeedsAcknowledgement) => Err(ServiceError::invalid(
@@ -495,8 +500,9 @@ fn destination(payload: &str) -> (Option<String>, Option<String>) {
     (channel, origin)
 }
 
-/// An event as every reader may see it: no payload.
-pub fn view(event: &EventRecord) -> DeliveryView {
+/// An event as a viewer may see it: never the payload; the error's text only with
+/// `data:read` (its class otherwise).
+pub fn view(event: &EventRecord, sees_data: bool) -> DeliveryView {
     let (channel, destination) = destination(&event.payload);
     DeliveryView {
         event_id: event.event_id.clone(),
@@ -512,7 +518,7 @@ pub fn view(event: &EventRecord) -> DeliveryView {
         cycle_attempts: event.cycle_attempts,
         max_attempts: event.max_attempts,
         last_status_code: event.last_status_code,
-        last_error: event.last_error.clone(),
+        last_error: redact(event.last_error.as_deref(), sees_data),
         next_attempt_at: (event.status == DeliveryStatus::Pending)
             .then(|| format_ms(event.next_attempt_at)),
         created_at: format_ms(event.created_at),
@@ -524,7 +530,7 @@ pub fn view(event: &EventRecord) -> DeliveryView {
     }
 }
 
-fn attempt_view(attempt: &AttemptRecord) -> AttemptView {
+fn attempt_view(attempt: &AttemptRecord, sees_data: bool) -> AttemptView {
     AttemptView {
         attempt: attempt.attempt,
         cycle: attempt.cycle,
@@ -532,7 +538,7 @@ fn attempt_view(attempt: &AttemptRecord) -> AttemptView {
         duration_ms: (attempt.finished_at - attempt.started_at).max(0),
         outcome: attempt.outcome.clone(),
         status_code: attempt.status_code,
-        error: attempt.error.clone(),
+        error: redact(attempt.error.as_deref(), sees_data),
     }
 }
 

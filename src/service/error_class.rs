@@ -1,0 +1,111 @@
+//! What a delivery error says to someone without `data:read`.
+//!
+//! Error texts can carry secret reference names and file paths, resolved internal
+//! addresses, record ids and panic messages. Readers and operators see the class of
+//! the error — enough to know what went wrong and whether a retry can help — and
+//! only `data:read` sees the text itself.
+
+/// The class of a delivery error as Herald's channels and handlers word it.
+pub fn classify(error: &str) -> &'static str {
+    const CLASSES: &[(&str, &str)] = &[
+        ("timed out", "the receiver timed out"),
+        ("connection failed", "could not connect to the receiver"),
+        ("request failed", "the request failed"),
+        (
+            "receiver answered",
+            "the receiver answered with an error status",
+        ),
+        (
+            "destination address",
+            "the destination address is not allowed",
+        ),
+        ("invalid destination url", "the destination URL is invalid"),
+        (
+            "destination url has no host",
+            "the destination URL is invalid",
+        ),
+        ("signing secret", "the signing secret is unavailable"),
+        ("secret reference", "the signing secret is unavailable"),
+        (
+            "chat delivery stopped",
+            "a chat message may have been partly posted",
+        ),
+        (
+            "the lease expired",
+            "the outcome is unknown: its lease expired in flight",
+        ),
+        (
+            "the handler crashed",
+            "the delivery crashed during the attempt",
+        ),
+        ("unreadable", "the stored event is unreadable"),
+        ("route ", "its route is not configured"),
+        ("no handler for kind", "no handler runs this kind"),
+        ("target record", "the replay target record is unavailable"),
+        (
+            "the replay payload",
+            "the stored replay instructions are invalid",
+        ),
+        (
+            "the lease was lost",
+            "the lease was lost; it will be retried",
+        ),
+        ("cannot read the approval", "the approval could not be read"),
+    ];
+    let lower = error.to_ascii_lowercase();
+    CLASSES
+        .iter()
+        .find(|(prefix, _)| lower.starts_with(prefix))
+        .map(|(_, class)| *class)
+        .unwrap_or("the delivery failed (the details need data:read)")
+}
+
+/// `error` as `viewer_sees_data` may see it.
+pub fn redact(error: Option<&str>, viewer_sees_data: bool) -> Option<String> {
+    error.map(|text| {
+        if viewer_sees_data {
+            text.to_string()
+        } else {
+            classify(text).to_string()
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_paths_and_addresses_become_classes() {
+        for (text, class) in [
+            (
+                "signing secret file:/etc/herald/alerts.secret is unreadable: No such file",
+                "the signing secret is unavailable",
+            ),
+            (
+                "destination address 10.1.2.3 is not public; allow-list it",
+                "the destination address is not allowed",
+            ),
+            (
+                "target record 0190abc (Account) does not exist",
+                "the replay target record is unavailable",
+            ),
+            (
+                "thread panicked at src/secret.rs: password=hunter2",
+                "the delivery failed (the details need data:read)",
+            ),
+        ] {
+            let shown = redact(Some(text), false).unwrap();
+            assert_eq!(shown, class);
+            for secret in ["/etc/herald", "10.1.2.3", "0190abc", "hunter2"] {
+                assert!(!shown.contains(secret));
+            }
+        }
+        assert_eq!(
+            redact(Some("receiver answered 503 Service Unavailable"), true).as_deref(),
+            Some("receiver answered 503 Service Unavailable"),
+            "data:read sees the text"
+        );
+        assert_eq!(redact(None, false), None);
+    }
+}
