@@ -217,6 +217,31 @@ pub struct RunPage {
     pub next_cursor: Option<String>,
     /// Every run type known to the store, for the filter.
     pub run_types: Vec<String>,
+    /// Runs per status across the store, each counted up to
+    /// [`STATUS_COUNT_CAP`] + 1 (more shows as "10,000+").
+    #[serde(default)]
+    pub status_counts: Vec<(RunStatus, i64)>,
+}
+
+/// Status chips count this many runs at most: an exact count of a million rows
+/// would cost more than the page, and nobody acts on the difference.
+pub const STATUS_COUNT_CAP: i64 = 10_000;
+
+/// A chip's count as shown: `1,234` or `10,000+`.
+pub fn format_count(count: i64) -> String {
+    let capped = count > STATUS_COUNT_CAP;
+    let digits = count.min(STATUS_COUNT_CAP).to_string();
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if capped {
+        out.push('+');
+    }
+    out
 }
 
 /// Where an owed side effect (an outbox event) stands.
@@ -526,6 +551,15 @@ pub struct AuditPage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chip_counts_are_grouped_and_capped() {
+        assert_eq!(format_count(0), "0");
+        assert_eq!(format_count(999), "999");
+        assert_eq!(format_count(3021), "3,021");
+        assert_eq!(format_count(STATUS_COUNT_CAP), "10,000");
+        assert_eq!(format_count(STATUS_COUNT_CAP + 1), "10,000+");
+    }
 
     #[test]
     fn the_worst_state_is_the_one_that_most_needs_an_operator() {

@@ -54,6 +54,10 @@ test("a deep link renders its filters on the server", async ({ page }) => {
   await waitForHydration(page);
   await expect(page.getByTestId("run-row")).toHaveCount(2);
   await expect(page.getByTestId("status-queued")).toHaveAttribute("aria-current", "true");
+  // Status chips carry their counts (capped, so "10,000+" past ten thousand).
+  const queued = page.getByTestId("status-queued").getByTestId("status-count");
+  await expect(queued).toHaveText(/^[1-9][\d,]*\+?$/);
+  await expect(page.getByTestId("status-all").getByTestId("status-count")).toHaveCount(0);
 });
 
 test("a wrong password is refused without saying whether the user exists", async ({ page }) => {

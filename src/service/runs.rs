@@ -282,6 +282,10 @@ impl RunService {
                 .collect(),
             next_cursor,
             run_types: self.repo.run_types().await?,
+            status_counts: self
+                .repo
+                .count_by_status(app::dto::STATUS_COUNT_CAP)
+                .await?,
         })
     }
 }

@@ -95,6 +95,8 @@ pub trait RunRepository: Send + Sync {
     async fn get_run(&self, id: &str) -> Result<Option<Run>, StoreError>;
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>, StoreError>;
     async fn run_types(&self) -> Result<Vec<String>, StoreError>;
+    /// Runs per status, each counted up to `cap + 1` from the status index.
+    async fn count_by_status(&self, cap: i64) -> Result<Vec<(RunStatus, i64)>, StoreError>;
     /// Reads a run inside `tx`, locking it until `tx` ends.
     async fn lock_run(&self, tx: &mut WriteTx, id: &str) -> Result<Option<Run>, StoreError>;
     /// Moves a locked run to `to` with `result`, bumping its transition sequence.

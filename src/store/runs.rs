@@ -161,6 +161,23 @@ impl RunRepository for SqlStore {
         rows.iter().map(|row| text(row, "run_type")).collect()
     }
 
+    async fn count_by_status(&self, cap: i64) -> Result<Vec<(RunStatus, i64)>, StoreError> {
+        // One capped count per status: each reads at most `cap + 1` index entries.
+        let sql = self.engine.sql(
+            "SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM runs WHERE status = ? LIMIT ?) capped",
+        );
+        let mut counts = Vec::with_capacity(RunStatus::ALL.len());
+        for status in RunStatus::ALL {
+            let row = sqlx::query(&sql)
+                .bind(status.as_str())
+                .bind(cap + 1)
+                .fetch_one(&self.pool)
+                .await?;
+            counts.push((status, int(&row, "n")?));
+        }
+        Ok(counts)
+    }
+
     async fn lock_run(&self, tx: &mut WriteTx, id: &str) -> Result<Option<Run>, StoreError> {
         let sql = format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE id = ?{}",

@@ -19,6 +19,7 @@ mod http_api;
 mod notifications;
 mod outbox_contract;
 mod roles_and_sessions;
+mod run_counts;
 mod settle_outage;
 mod settle_replay;
 mod sign_in_abuse;

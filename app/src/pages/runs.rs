@@ -146,6 +146,7 @@ fn RunsView(page: RunPage, filters: Filters) -> impl IntoView {
         runs,
         next_cursor,
         run_types,
+        status_counts,
     } = page;
     let empty = runs.is_empty();
     let next_href = next_cursor.map(|cursor| {
@@ -163,7 +164,7 @@ fn RunsView(page: RunPage, filters: Filters) -> impl IntoView {
         .href()
     });
     view! {
-        <FilterBar filters=filters.clone() run_types />
+        <FilterBar filters=filters.clone() run_types status_counts />
         {if empty {
             view! { <EmptyState filters=filters.clone() /> }.into_any()
         } else {
@@ -177,7 +178,11 @@ fn RunsView(page: RunPage, filters: Filters) -> impl IntoView {
 }
 
 #[component]
-fn FilterBar(filters: Filters, run_types: Vec<String>) -> impl IntoView {
+fn FilterBar(
+    filters: Filters,
+    run_types: Vec<String>,
+    status_counts: Vec<(RunStatus, i64)>,
+) -> impl IntoView {
     let navigate = use_navigate();
     let current_type = filters.run_type.clone().unwrap_or_default();
     let current_delivery = filters.delivery.clone().unwrap_or_default();
@@ -210,9 +215,16 @@ fn FilterBar(filters: Filters, run_types: Vec<String>) -> impl IntoView {
             let label = status.map(RunStatus::label).unwrap_or("All");
             let href = filters.with_status(value).href();
             let testid = format!("status-{}", value.unwrap_or("all"));
+            let count = status.and_then(|s| {
+                status_counts
+                    .iter()
+                    .find(|(counted, _)| *counted == s)
+                    .map(|(_, n)| crate::dto::format_count(*n))
+            });
             view! {
                 <a href=href class="chip" class:active=active aria-current=active.then_some("true") data-testid=testid>
                     {label}
+                    {count.map(|n| view! { " " <span class="chip-count" data-testid="status-count">{n}</span> })}
                 </a>
             }
         })
