@@ -64,6 +64,12 @@ test("pages that need the outbox say durable delivery is unavailable on this sto
     await expectAccessible(page, path);
   }
 
+  // Approvals: no outbox, so no replay shelf — said plainly, not as a failure.
+  await page.goto("/approvals");
+  await expect(page.getByTestId("capability-unavailable")).toBeVisible();
+  await expect(page.getByTestId("error-state")).toHaveCount(0);
+  await expectAccessible(page, "/approvals on memory://");
+
   await page.goto(`/runs/${run.id}`);
   await expect(page.getByTestId("run-id")).toHaveText(run.id);
   await expect(page.getByTestId("capability-unavailable")).toBeVisible();
