@@ -19,6 +19,11 @@ async fn start_memory(receiver: &Receiver) -> TestServer {
     TestServer::start_on(TestDb::memory(), |args| {
         args.destination_allowlist = Some("127.0.0.0/8".into());
         args.callback_secret_ref = Some("env:HERALD_TEST_MEMORY_SECRET".into());
+        // Were any worker or retry wired, it would show within the test's waits.
+        args.worker_poll_interval_ms = Some(50);
+        args.initial_backoff_ms = Some(50);
+        args.max_backoff_ms = Some(100);
+        args.maintenance_interval_ms = Some(100);
     })
     .await
 }
