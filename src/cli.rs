@@ -104,6 +104,23 @@ pub fn init_tracing(format: LogFormat) {
     };
 }
 
+/// Opens the store for a one-off command, refusing `memory://`: what the command
+/// wrote would vanish when it exits, and no server would ever see it.
+async fn open_lasting_store(
+    settings: &Settings,
+    command: &str,
+) -> anyhow::Result<crate::store::SqlStore> {
+    if crate::store::Durability::of_url(&settings.database_url)
+        == crate::store::Durability::Ephemeral
+    {
+        anyhow::bail!(
+            "database_url: `herald {command}` cannot use memory://, which lives only inside one `herald serve` process (its first admin's password comes from {})",
+            server::ADMIN_PASSWORD_ENV
+        );
+    }
+    server::open_store(settings).await
+}
+
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { settings } => {
@@ -114,7 +131,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate { settings } => {
             let settings = Settings::resolve(&settings)?;
             init_tracing(settings.log_format);
-            let store = server::open_store(&settings).await?;
+            let store = open_lasting_store(&settings, "migrate").await?;
             println!("Database migrated ({}).", store.engine().name());
             store.close().await;
             Ok(())
@@ -139,7 +156,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 (generate_password(), true)
             };
-            let store = server::open_store(&settings).await?;
+            let store = open_lasting_store(&settings, "user add").await?;
             let accounts = server::account_service(&store, &settings);
             let user = accounts
                 .add_user(None, &username, &password, role.into())
@@ -165,7 +182,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let settings = Settings::resolve(&settings)?;
             init_tracing(settings.log_format);
-            let store = server::open_store(&settings).await?;
+            let store = open_lasting_store(&settings, "token create").await?;
             let accounts = server::account_service(&store, &settings);
             let token = accounts.create_token(None, &name, role.into()).await?;
             println!(

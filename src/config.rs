@@ -75,7 +75,7 @@ settings! {
         /// Approval process definitions ([[approval_definitions]] tables in the config file)
         approval_definitions: Vec<crate::approvals::model::DefinitionSpec> = Vec::new();
     }
-    /// Jobs store URL: sqlite://PATH, postgres://… or mysql://… [default: sqlite://data/herald.db]
+    /// Jobs store URL: sqlite://PATH, postgres://…, mysql://… or memory:// (ephemeral, no durable outbox) [default: sqlite://data/herald.db]
     database_url: String = DEFAULT_DATABASE_URL.to_string(), "HERALD_DATABASE_URL";
     /// Approvals store URL, when approvals live in another database [default: the jobs store]
     approvals_database_url: String = String::new(), "HERALD_APPROVALS_DATABASE_URL";

@@ -140,12 +140,21 @@ impl ApprovalsPort for ApprovalsConsole {
     }
 
     async fn shelf(&self, viewer: Option<&Viewer>) -> Result<ReplayShelfView, ConsoleError> {
-        let status = self
-            .approvals
-            .replay_status(viewer)
-            .await
-            .map_err(console_error)?;
+        let status = match self.approvals.replay_status(viewer).await {
+            Ok(status) => status,
+            // No outbox, so no shelf: the page says so instead of failing.
+            Err(err @ ServiceError::CapabilityUnavailable(_)) => {
+                return Ok(ReplayShelfView {
+                    counts: Vec::new(),
+                    failed: Vec::new(),
+                    can_retry: false,
+                    unavailable: Some(err.to_string()),
+                })
+            }
+            Err(err) => return Err(console_error(err)),
+        };
         Ok(ReplayShelfView {
+            unavailable: None,
             counts: status
                 .counts
                 .into_iter()

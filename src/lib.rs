@@ -4,6 +4,7 @@
 //! - [`config`]: settings from flags, `HERALD_*` variables and a TOML file;
 //! - [`store`]: the storage port and its SQL adapter for SQLite, PostgreSQL and MySQL;
 //! - [`service`]: every operation with its permission check;
+//! - [`best_effort`]: once-only sending on a store without a durable outbox;
 //! - [`auth`]: passwords, API tokens, sessions, sign-in throttling;
 //! - [`http`]: the console, the JSON API and health probes;
 //! - [`cli`] and [`server`]: the `herald` binary.
@@ -12,6 +13,7 @@
 
 pub mod approvals;
 pub mod auth;
+pub mod best_effort;
 pub mod channels;
 pub mod cli;
 pub mod config;

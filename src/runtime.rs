@@ -1,6 +1,9 @@
 //! The outbox machinery of one `herald serve` process: a worker pool per store with
 //! handlers, a maintenance loop per store, and (on PostgreSQL) a LISTEN/NOTIFY
-//! wake-up so events committed by other nodes do not wait a poll interval.
+//! wake-up so events committed by other nodes do not wait a poll interval. A store
+//! without a durable outbox (`memory://`) gets none of these: its sources' gauges
+//! are declared and stay at "unavailable", and its events are sent best effort
+//! (see [`crate::best_effort`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -210,54 +213,60 @@ impl Runtime {
             extra_stores: Vec::new(),
         };
 
-        let worker = Worker::new(
-            jobs.store().clone(),
-            registry.clone(),
-            metrics.clone(),
-            WorkerConfig {
-                batch_size: settings.worker_batch_size,
-                concurrency: settings.worker_concurrency,
-                poll_interval: Duration::from_millis(settings.worker_poll_interval_ms),
-                drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
-                ..WorkerConfig::default()
-            },
-            wake.clone(),
-        );
-        runtime.workers.push(tokio::spawn(worker.run(stop.clone())));
-        let notices = Worker::new(
-            approvals.store().clone(),
-            Arc::new(notices),
-            metrics.clone(),
-            WorkerConfig {
-                batch_size: settings.worker_batch_size,
-                concurrency: settings.worker_concurrency,
-                poll_interval: Duration::from_millis(settings.worker_poll_interval_ms),
-                drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
-                ..WorkerConfig::default()
-            },
-            approvals_wake.clone(),
-        );
-        runtime
-            .workers
-            .push(tokio::spawn(notices.run(stop.clone())));
-        // The replay worker polls on its own interval (seed 000's worker config).
-        let replayer = Worker::new(
-            approvals.store().clone(),
-            Arc::new(replays),
-            metrics.clone(),
-            WorkerConfig {
-                batch_size: settings.replay_batch_size,
-                concurrency: (settings.replay_batch_size as usize).min(settings.worker_concurrency),
-                poll_interval: Duration::from_millis(settings.replay_poll_interval_ms),
-                drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
-                ..WorkerConfig::default()
-            },
-            Arc::new(Notify::new()),
-        );
-        runtime
-            .workers
-            .push(tokio::spawn(replayer.run(stop.clone())));
-
+        let jobs_durable = jobs_store.has_durable_outbox();
+        let approvals_durable = approvals_store.has_durable_outbox();
+        if jobs_durable {
+            let worker = Worker::new(
+                jobs.store().clone(),
+                registry.clone(),
+                metrics.clone(),
+                WorkerConfig {
+                    batch_size: settings.worker_batch_size,
+                    concurrency: settings.worker_concurrency,
+                    poll_interval: Duration::from_millis(settings.worker_poll_interval_ms),
+                    drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
+                    ..WorkerConfig::default()
+                },
+                wake.clone(),
+            );
+            runtime.workers.push(tokio::spawn(worker.run(stop.clone())));
+        }
+        if approvals_durable {
+            let notices = Worker::new(
+                approvals.store().clone(),
+                Arc::new(notices),
+                metrics.clone(),
+                WorkerConfig {
+                    batch_size: settings.worker_batch_size,
+                    concurrency: settings.worker_concurrency,
+                    poll_interval: Duration::from_millis(settings.worker_poll_interval_ms),
+                    drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
+                    ..WorkerConfig::default()
+                },
+                approvals_wake.clone(),
+            );
+            runtime
+                .workers
+                .push(tokio::spawn(notices.run(stop.clone())));
+            // The replay worker polls on its own interval (seed 000's worker config).
+            let replayer = Worker::new(
+                approvals.store().clone(),
+                Arc::new(replays),
+                metrics.clone(),
+                WorkerConfig {
+                    batch_size: settings.replay_batch_size,
+                    concurrency: (settings.replay_batch_size as usize)
+                        .min(settings.worker_concurrency),
+                    poll_interval: Duration::from_millis(settings.replay_poll_interval_ms),
+                    drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
+                    ..WorkerConfig::default()
+                },
+                Arc::new(Notify::new()),
+            );
+            runtime
+                .workers
+                .push(tokio::spawn(replayer.run(stop.clone())));
+        }
         let interval = Duration::from_millis(settings.maintenance_interval_ms);
         let jobs_sources = if separate_approvals {
             vec![Source::Jobs.as_str()]
@@ -271,19 +280,21 @@ impl Runtime {
         } else {
             vec![registry.clone(), approvals_registry.clone()]
         };
-        runtime.spawn_maintenance(
-            Maintenance {
-                store: Arc::new(jobs_store.clone()),
-                metrics: metrics.clone(),
-                sources: jobs_sources,
-                interval,
-                dead_letter,
-                registries: jobs_registries,
-                passes: Default::default(),
-            },
-            &stop,
-        );
-        if separate_approvals {
+        if jobs_durable {
+            runtime.spawn_maintenance(
+                Maintenance {
+                    store: Arc::new(jobs_store.clone()),
+                    metrics: metrics.clone(),
+                    sources: jobs_sources,
+                    interval,
+                    dead_letter,
+                    registries: jobs_registries,
+                    passes: Default::default(),
+                },
+                &stop,
+            );
+        }
+        if separate_approvals && approvals_durable {
             runtime.spawn_maintenance(
                 Maintenance {
                     store: Arc::new(approvals_store.clone()),
@@ -296,6 +307,8 @@ impl Runtime {
                 },
                 &stop,
             );
+        }
+        if separate_approvals {
             runtime.extra_stores.push(approvals_store.clone());
         }
         // Approval prompts and alerts wake on commits by other nodes too (the replay

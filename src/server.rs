@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::password::generate_password;
 use crate::auth::session_store::DbSessionStore;
 use crate::auth::throttle::LoginThrottle;
+use crate::best_effort::BestEffortSender;
 use crate::config::Settings;
 use crate::http::{self, AppState};
 use crate::notifications::NotificationPlanner;
@@ -87,7 +88,7 @@ pub async fn run(
     let runtime =
         Runtime::start(&settings, &store, &planner, metrics.clone(), stop.clone()).await?;
 
-    let deliveries = DeliveryService::new(
+    let mut deliveries = DeliveryService::new(
         runtime.jobs.store().clone(),
         Arc::new(store.clone()),
         runtime.jobs_registry.clone(),
@@ -97,24 +98,37 @@ pub async fn run(
         runtime.approvals.store().clone(),
         runtime.approvals_registry.clone(),
     );
+    if !store.has_durable_outbox() {
+        tracing::warn!("memory:// keeps runs only while this process runs, and no outbox: notifications are sent once, best effort, and not recorded");
+        deliveries = deliveries.without_durable_outbox();
+    }
+    // Without a durable outbox, approval steps that owe prompts, alerts or recall
+    // replays fail closed (see `ApprovalService::commit`).
     let approvals = ApprovalService::new(
         runtime.approvals_store.clone(),
-        Some(runtime.approvals.clone()),
+        runtime
+            .approvals_store
+            .has_durable_outbox()
+            .then(|| runtime.approvals.clone()),
         runtime.approval_planner.clone(),
     );
+    let mut runs = RunService::new(
+        Arc::new(store.clone()),
+        runtime.jobs.clone(),
+        planner,
+        deliveries.clone(),
+        settings.max_result_bytes,
+    );
+    if !store.has_durable_outbox() {
+        runs = runs.with_best_effort(BestEffortSender::new(runtime.jobs_registry.clone()));
+    }
     approvals
         .load_configured(&settings.approval_definitions)
         .await
         .map_err(|e| anyhow::anyhow!("approval_definitions: {e}"))?;
     let state = AppState {
         leptos,
-        runs: RunService::new(
-            Arc::new(store.clone()),
-            runtime.jobs.clone(),
-            planner,
-            deliveries.clone(),
-            settings.max_result_bytes,
-        ),
+        runs,
         deliveries,
         records: RecordService::new(runtime.approvals_store.clone()),
         approvals: approvals.clone(),

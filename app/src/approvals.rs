@@ -65,6 +65,9 @@ pub struct ReplayShelfView {
     pub counts: Vec<(String, i64)>,
     pub failed: Vec<FailedReplayRow>,
     pub can_retry: bool,
+    /// Why there is no shelf on this store (no durable outbox), or `None`.
+    #[serde(default)]
+    pub unavailable: Option<String>,
 }
 
 #[cfg(feature = "ssr")]

@@ -514,6 +514,10 @@ pub struct RunFacts {
 pub struct RunView {
     pub run: RunFacts,
     pub deliveries: Vec<DeliveryDetail>,
+    /// Why deliveries cannot be shown (a store without a durable outbox), or
+    /// `None` when they are kept.
+    #[serde(default)]
+    pub deliveries_unavailable: Option<String>,
 }
 
 /// What an operator's retry asks: the delivery, its kind and the state they saw.

@@ -55,6 +55,13 @@ impl From<ServiceError> for ApiError {
             ServiceError::Unavailable(_) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
             }
+            // 501: the server (as configured) does not implement this; unlike a 503
+            // it is not transient, so clients and probes should not retry it.
+            ServiceError::CapabilityUnavailable(_) => ApiError::new(
+                StatusCode::NOT_IMPLEMENTED,
+                "capability_unavailable",
+                message,
+            ),
             ServiceError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", message),
             ServiceError::Conflict(_) => ApiError::new(StatusCode::CONFLICT, "conflict", message),
             ServiceError::DeliveryChanged { current, .. } => ApiError {

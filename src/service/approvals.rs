@@ -3,7 +3,8 @@
 //! Submit, Approve and Reject FieldUpdates run synchronously inside their
 //! transaction; Recall FieldUpdates are resolved inside the recall transaction and
 //! written as ONE durable `field_update` replay event (seed 000), and recall fails
-//! closed when they exist but no durable outbox is wired.
+//! closed when they exist but no durable outbox is wired. Without one (`memory://`),
+//! any step that owes prompts or alerts fails closed too.
 
 use std::sync::Arc;
 
@@ -242,6 +243,11 @@ impl ApprovalService {
         viewer: Option<&Viewer>,
     ) -> Result<ReplayStatus, ServiceError> {
         let viewer = require(viewer, Permission::RecordsRead)?;
+        if self.outbox.is_none() {
+            return Err(ServiceError::CapabilityUnavailable(
+                "no durable outbox is wired for approvals, so there is no replay to report".into(),
+            ));
+        }
         let counts = self.store.kind_counts(kinds::FIELD_UPDATE).await?;
         let rows = self
             .store
@@ -508,7 +514,7 @@ impl ApprovalService {
             }
         }
         if !instructions.is_empty() && self.outbox.is_none() {
-            return Err(ServiceError::Unavailable(
+            return Err(ServiceError::CapabilityUnavailable(
                 "recall refused: the definition has Recall FieldUpdates and no durable outbox is wired to replay them; nothing was changed".into(),
             ));
         }
@@ -657,13 +663,20 @@ impl ApprovalService {
                 outbox.commit(tx).await?;
                 Ok(events.iter().map(|e| e.event_id.clone()).collect())
             }
+            // Approvers who are never prompted, or alerts that never go out, would
+            // leave a process stuck while it looks healthy: a transition that owes
+            // notifications fails closed and changes nothing. One that owes none
+            // commits.
+            None if !events.is_empty() => {
+                tx.rollback()
+                    .await
+                    .map_err(|e| ServiceError::Internal(e.to_string()))?;
+                Err(ServiceError::CapabilityUnavailable(format!(
+                    "this approval step owes {} prompt or alert notification(s) and no durable outbox is wired to send them; nothing was changed",
+                    events.len()
+                )))
+            }
             None => {
-                if !events.is_empty() {
-                    tracing::warn!(
-                        events = events.len(),
-                        "no durable outbox is wired for approvals; prompts and alerts are not sent"
-                    );
-                }
                 tx.commit()
                     .await
                     .map_err(|e| ServiceError::Internal(e.to_string()))?;

@@ -45,7 +45,14 @@ pub struct DeliveryService {
     default_max_attempts: u32,
     /// Other sources' stores and handlers (the approvals source), by kind.
     others: Vec<(Arc<dyn OutboxStore>, Arc<Registry>)>,
+    /// False on a store without a durable outbox (`memory://`): every outbox read,
+    /// retry and audit answers [`ServiceError::CapabilityUnavailable`].
+    durable: bool,
 }
+
+/// What a store without a durable outbox says instead of pretending.
+pub const NO_DURABLE_OUTBOX: &str =
+    "this store (memory://) keeps no outbox; notifications are sent once, best effort, and not recorded";
 
 impl DeliveryService {
     pub fn new(
@@ -60,6 +67,29 @@ impl DeliveryService {
             registry,
             default_max_attempts,
             others: Vec::new(),
+            durable: true,
+        }
+    }
+
+    /// Marks the store as having no durable outbox: nothing is read from it and
+    /// every operator action on deliveries is refused as unavailable.
+    pub fn without_durable_outbox(mut self) -> Self {
+        self.durable = false;
+        self
+    }
+
+    /// Whether deliveries are kept (and so can be listed, retried and audited).
+    pub fn is_durable(&self) -> bool {
+        self.durable
+    }
+
+    fn require_durable(&self) -> Result<(), ServiceError> {
+        if self.durable {
+            Ok(())
+        } else {
+            Err(ServiceError::CapabilityUnavailable(
+                NO_DURABLE_OUTBOX.into(),
+            ))
         }
     }
 
@@ -85,6 +115,7 @@ impl DeliveryService {
         run_id: &str,
     ) -> Result<Vec<DeliveryView>, ServiceError> {
         let viewer = require(viewer, Permission::RunsRead)?;
+        self.require_durable()?;
         let events = self.store.events_for_parent(RUN_PARENT, run_id).await?;
         let sees_data = viewer.can(Permission::DataRead);
         Ok(events.iter().map(|e| view(e, sees_data)).collect())
@@ -98,6 +129,7 @@ impl DeliveryService {
         run_id: &str,
     ) -> Result<Vec<DeliveryDetail>, ServiceError> {
         let viewer = require(viewer, Permission::RunsRead)?;
+        self.require_durable()?;
         let events = self.store.events_for_parent(RUN_PARENT, run_id).await?;
         let ids: Vec<String> = events.iter().map(|e| e.event_id.clone()).collect();
         let mut timelines: HashMap<String, Vec<AttemptView>> = HashMap::new();
@@ -124,6 +156,9 @@ impl DeliveryService {
         run_ids: &[String],
     ) -> Result<HashMap<String, DeliveryCounts>, ServiceError> {
         let mut counts: HashMap<String, DeliveryCounts> = HashMap::new();
+        if !self.durable {
+            return Ok(counts);
+        }
         for (run_id, status, n) in self.reads.status_counts(RUN_PARENT, run_ids).await? {
             counts.entry(run_id).or_default().add(status, n);
         }
@@ -137,6 +172,7 @@ impl DeliveryService {
         query: DeliveryQuery,
     ) -> Result<DeliveryPage, ServiceError> {
         let viewer = require(viewer, Permission::RunsRead)?;
+        self.require_durable()?;
         let limit = query.limit.unwrap_or(DEFAULT_PAGE);
         if limit == 0 || limit > MAX_PAGE {
             return Err(ServiceError::invalid(
@@ -176,6 +212,7 @@ impl DeliveryService {
         query: DeliveryQuery,
     ) -> Result<BulkPreview, ServiceError> {
         require(viewer, Permission::RunsWrite)?;
+        self.require_durable()?;
         let filter = filter_of(&query)?;
         let retryable = EventFilter {
             statuses: retryable_states(&filter.statuses, true),
@@ -208,6 +245,7 @@ impl DeliveryService {
         allow_uncertain: bool,
     ) -> Result<BulkOutcome, ServiceError> {
         let viewer = require(viewer, Permission::RunsWrite)?;
+        self.require_durable()?;
         let filter = filter_of(&query)?;
         let statuses = retryable_states(&filter.statuses, allow_uncertain);
         if statuses.is_empty() {
@@ -283,6 +321,7 @@ impl DeliveryService {
         limit: u32,
     ) -> Result<AuditPage, ServiceError> {
         require(viewer, Permission::RunsWrite)?;
+        self.require_durable()?;
         let limit = limit.clamp(1, MAX_PAGE);
         let mut rows = self
             .reads
@@ -322,6 +361,7 @@ impl DeliveryService {
         request: RetryRequest,
     ) -> Result<DeliveryView, ServiceError> {
         let viewer = require(viewer, Permission::RunsWrite)?;
+        self.require_durable()?;
         let (store, _) = self.owner(&request.kind);
         let max_attempts = self.max_attempts(&request.kind);
         let outcome = store

@@ -27,6 +27,10 @@ pub enum ServiceError {
     Refused(String),
     #[error("{0}")]
     Unavailable(String),
+    /// The store lacks a port the operation needs (`memory://` has no durable
+    /// outbox): not a fault, and retrying will not help.
+    #[error("durable delivery unavailable on this store: {0}")]
+    CapabilityUnavailable(String),
     #[error("{0} not found")]
     NotFound(String),
     #[error("{0}")]

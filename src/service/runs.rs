@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::deliveries::DeliveryService;
 use super::{format_ms, parse_instant, require, ServiceError};
+use crate::best_effort::BestEffortSender;
 use crate::notifications::NotificationPlanner;
 use crate::outbox::Outbox;
 use crate::store::ports::{NewRun, Run, RunFilter, RunRepository};
@@ -45,7 +46,8 @@ pub struct TransitionRequest {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct TransitionResponse {
     pub run: RunDetail,
-    /// Event ids of the notifications this transition committed (none on a replay).
+    /// Event ids of the notifications this transition committed (none on a replay,
+    /// none on a store without a durable outbox, where they are sent best effort).
     pub notifications: Vec<String>,
     /// True when the run already stood where the request asked (a repeated request).
     pub replayed: bool,
@@ -78,6 +80,9 @@ pub struct RunService {
     planner: Arc<NotificationPlanner>,
     deliveries: DeliveryService,
     max_result_bytes: usize,
+    /// Set on a store without a durable outbox: notifications are sent once after
+    /// the commit instead of being enqueued.
+    best_effort: Option<BestEffortSender>,
 }
 
 impl RunService {
@@ -96,7 +101,15 @@ impl RunService {
             planner,
             deliveries,
             max_result_bytes,
+            best_effort: None,
         }
+    }
+
+    /// For a store without a durable outbox: a terminal transition commits the run
+    /// alone and hands its notifications to `sender` afterwards.
+    pub fn with_best_effort(mut self, sender: BestEffortSender) -> Self {
+        self.best_effort = Some(sender);
+        self
     }
 
     /// Moves a run; a terminal move commits the run and every notification it owes in
@@ -163,6 +176,16 @@ impl RunService {
         } else {
             Vec::new()
         };
+        if let Some(sender) = &self.best_effort {
+            self.outbox.commit(tx).await?;
+            tracing::info!(run_id = %run.id, status = to.as_str(), best_effort_notifications = events.len(), by = %viewer.name, "run transitioned");
+            sender.send(events);
+            return Ok(TransitionResponse {
+                run: detail(run, viewer),
+                notifications: Vec::new(),
+                replayed: false,
+            });
+        }
         for event in &events {
             self.outbox.enqueue_in(&mut tx, event).await?;
         }
@@ -210,7 +233,14 @@ impl RunService {
         id: &str,
     ) -> Result<app::dto::RunView, ServiceError> {
         let run = self.get(viewer, id).await?;
-        let deliveries = self.deliveries.details_for_run(viewer, id).await?;
+        let (deliveries, deliveries_unavailable) = if self.deliveries.is_durable() {
+            (self.deliveries.details_for_run(viewer, id).await?, None)
+        } else {
+            (
+                Vec::new(),
+                Some(super::deliveries::NO_DURABLE_OUTBOX.to_string()),
+            )
+        };
         Ok(app::dto::RunView {
             run: RunFacts {
                 result: run
@@ -229,6 +259,7 @@ impl RunService {
                 updated_at: run.updated_at,
             },
             deliveries,
+            deliveries_unavailable,
         })
     }
 

@@ -22,11 +22,12 @@ pub enum Engine {
 }
 
 impl Engine {
-    /// Picks the engine from a database URL's scheme.
+    /// Picks the engine from a database URL's scheme. `memory://` is SQLite held in
+    /// memory (see [`Durability`]).
     pub fn from_url(url: &str) -> Result<Self, StoreError> {
         let scheme = url.split(':').next().unwrap_or_default();
         match scheme {
-            "sqlite" => Ok(Engine::Sqlite),
+            "sqlite" | MEMORY_SCHEME => Ok(Engine::Sqlite),
             "postgres" | "postgresql" => Ok(Engine::Postgres),
             "mysql" | "mariadb" => Ok(Engine::MySql),
             _ => Err(StoreError::UnsupportedUrl(redact_url(url))),
@@ -189,6 +190,50 @@ impl Engine {
     }
 }
 
+/// The scheme of the ephemeral store: `memory://`.
+pub const MEMORY_SCHEME: &str = "memory";
+
+/// Whether a store keeps what it commits across restarts, and so can carry the
+/// durable ports (the outbox, its attempt log and audit trail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// A database file or server: every port is available.
+    Durable,
+    /// `memory://`: SQLite in memory on one connection that lives as long as the
+    /// pool. Runs, users, sessions and tokens work; there is no durable outbox.
+    Ephemeral,
+}
+
+impl Durability {
+    pub fn of_url(url: &str) -> Durability {
+        if url.split(':').next() == Some(MEMORY_SCHEME) {
+            Durability::Ephemeral
+        } else {
+            Durability::Durable
+        }
+    }
+
+    /// Whether outbox events can be committed with the state change that owes them.
+    pub fn has_durable_outbox(self) -> bool {
+        self == Durability::Durable
+    }
+
+    /// The URL sqlx opens for a Herald database URL of this durability
+    /// (`None`: the URL as given).
+    pub fn connect_url(self) -> Option<&'static str> {
+        match self {
+            Durability::Durable => None,
+            Durability::Ephemeral => Some("sqlite::memory:"),
+        }
+    }
+
+    /// An in-memory database lives only as long as its one connection: the pool
+    /// keeps it open for ever instead of recycling it.
+    pub fn keeps_connection_forever(self) -> bool {
+        self == Durability::Ephemeral
+    }
+}
+
 /// `?, ?, ?` for `n` values.
 pub fn placeholders(n: usize) -> String {
     vec!["?"; n].join(", ")
@@ -241,6 +286,11 @@ mod tests {
             Engine::from_url("mysql://root@h/db").unwrap(),
             Engine::MySql
         );
+        assert_eq!(Engine::from_url("memory://").unwrap(), Engine::Sqlite);
+        assert_eq!(Durability::of_url("memory://"), Durability::Ephemeral);
+        assert!(!Durability::of_url("memory://").has_durable_outbox());
+        assert!(Durability::of_url("sqlite://x.db").has_durable_outbox());
+        assert!(Durability::of_url("postgres://u@h/db").has_durable_outbox());
         let err = Engine::from_url("redis://user:secret@h").unwrap_err();
         assert!(!err.to_string().contains("secret"), "{err}");
         assert!(!redact_url("postgres://h/db?password=hunter2").contains("hunter2"));

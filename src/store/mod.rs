@@ -21,13 +21,15 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, ConnectOptions, Executor};
 
 pub use approvals::StatusCount;
-pub use engine::Engine;
+pub use engine::{Durability, Engine};
 pub use records::Record;
 
 /// Errors at the storage boundary.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("unsupported database URL {0:?}: expected a sqlite:, postgres: or mysql: URL")]
+    #[error(
+        "unsupported database URL {0:?}: expected a sqlite:, postgres:, mysql: or memory:// URL"
+    )]
     UnsupportedUrl(String),
     #[error("cannot open the database at {url}: {source}")]
     Connect {
@@ -67,6 +69,7 @@ pub struct StoreOptions {
 pub struct SqlStore {
     pool: AnyPool,
     engine: Engine,
+    durability: Durability,
 }
 
 impl SqlStore {
@@ -74,9 +77,11 @@ impl SqlStore {
     pub async fn connect(options: &StoreOptions) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let engine = Engine::from_url(&options.url)?;
-        let url = match engine {
-            Engine::Sqlite => prepare_sqlite_url(&options.url)?,
-            _ => options.url.clone(),
+        let durability = Durability::of_url(&options.url);
+        let url = match (durability.connect_url(), engine) {
+            (Some(url), _) => url.to_string(),
+            (None, Engine::Sqlite) => prepare_sqlite_url(&options.url)?,
+            (None, _) => options.url.clone(),
         };
         let connect_error = |source| StoreError::Connect {
             url: engine::redact_url(&options.url),
@@ -92,7 +97,14 @@ impl SqlStore {
             Engine::Sqlite => 1,
             _ => options.max_connections.max(1),
         };
-        let pool = AnyPoolOptions::new()
+        let mut pool_options = AnyPoolOptions::new();
+        if durability.keeps_connection_forever() {
+            pool_options = pool_options
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None);
+        }
+        let pool = pool_options
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(30))
             .after_connect(move |conn, _meta| {
@@ -106,7 +118,11 @@ impl SqlStore {
             .connect_with(connect_options)
             .await
             .map_err(connect_error)?;
-        Ok(SqlStore { pool, engine })
+        Ok(SqlStore {
+            pool,
+            engine,
+            durability,
+        })
     }
 
     /// Connects and applies every pending migration.
@@ -123,6 +139,11 @@ impl SqlStore {
 
     pub fn engine(&self) -> Engine {
         self.engine
+    }
+
+    /// Whether this store carries the durable outbox (false on `memory://`).
+    pub fn has_durable_outbox(&self) -> bool {
+        self.durability.has_durable_outbox()
     }
 
     pub fn pool(&self) -> &AnyPool {

@@ -42,6 +42,7 @@ crate::contract_tests!(
     submit_commits_the_prompt_with_the_approval,
     a_decided_approval_skips_its_undelivered_prompt,
     recall_fails_closed_without_a_durable_outbox,
+    submit_fails_closed_when_prompts_have_no_durable_outbox,
     permissions_and_system_objects_are_enforced,
     an_instance_keeps_the_definition_version_it_started_with,
     a_recall_whose_enqueue_fails_rolls_back,
@@ -619,7 +620,7 @@ async fn recall_fails_closed_without_a_durable_outbox(db: &TestDb) {
     let unwired = fixture_with(db, false).await;
     let refused = unwired.approvals.recall(Some(&alice()), &approval).await;
     assert!(
-        matches!(refused, Err(ServiceError::Unavailable(_))),
+        matches!(refused, Err(ServiceError::CapabilityUnavailable(_))),
         "{refused:?}"
     );
     let detail = wired
@@ -637,6 +638,42 @@ async fn recall_fails_closed_without_a_durable_outbox(db: &TestDb) {
     assert_eq!(wired.field(&deal, "Stage").await, "Negotiation");
     unwired.close().await;
     wired.close().await;
+}
+
+/// A step that owes approver prompts is refused without a durable outbox (as on
+/// `memory://`), and nothing it would have written is kept.
+async fn submit_fails_closed_when_prompts_have_no_durable_outbox(db: &TestDb) {
+    let f = fixture_with(db, false).await;
+    f.approvals
+        .put_definition(Some(&boss()), deal_definition())
+        .await
+        .unwrap();
+    let account = f
+        .record("Account", json!({ "Name": "Acme", "Status": "Customer" }))
+        .await;
+    let deal = f
+        .record(
+            "Opportunity",
+            json!({ "Name": "Big deal", "Stage": "Negotiation", "AccountId": account }),
+        )
+        .await;
+    let refused = f
+        .approvals
+        .submit(
+            Some(&alice()),
+            SubmitRequest {
+                definition_id: "deal".into(),
+                record_id: deal.clone(),
+            },
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(ServiceError::CapabilityUnavailable(_))),
+        "{refused:?}"
+    );
+    assert!(f.approvals.list(Some(&alice())).await.unwrap().is_empty());
+    assert_eq!(f.field(&deal, "Stage").await, "Negotiation");
+    f.close().await;
 }
 
 async fn permissions_and_system_objects_are_enforced(db: &TestDb) {

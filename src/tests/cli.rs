@@ -131,3 +131,28 @@ fn users_and_tokens_are_made_from_the_command_line() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("hrl_"));
 }
+
+#[test]
+fn one_off_commands_refuse_the_ephemeral_store() {
+    for args in [
+        &["migrate", "--database-url", "memory://"][..],
+        &[
+            "token",
+            "create",
+            "--name",
+            "ci",
+            "--role",
+            "reader",
+            "--database-url",
+            "memory://",
+        ][..],
+    ] {
+        let out = herald(args, &[], None);
+        assert!(!out.status.success(), "{args:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("memory://") && err.contains("database_url"),
+            "{err}"
+        );
+    }
+}

@@ -16,6 +16,7 @@ mod crash;
 mod delivery_gaps;
 mod handler_crash;
 mod http_api;
+mod memory_store;
 mod notifications;
 mod outbox_contract;
 mod roles_and_sessions;

@@ -62,6 +62,17 @@ impl TestDb {
         }
     }
 
+    /// The ephemeral `memory://` store: nothing to create or drop.
+    pub fn memory() -> TestDb {
+        TestDb {
+            engine: Engine::Sqlite,
+            url: "memory://".into(),
+            admin_url: None,
+            name: String::new(),
+            _dir: None,
+        }
+    }
+
     pub async fn store(&self) -> SqlStore {
         SqlStore::open(&StoreOptions {
             url: self.url.clone(),

@@ -7,7 +7,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use super::TopBar;
+use super::{CapabilityNotice, TopBar};
 use crate::approvals::{
     approval_detail, list_approvals, replay_shelf, ActOnApproval, ApprovalDetailView, ApprovalRow,
     ReplayShelfView, RetryReplay,
@@ -215,7 +215,10 @@ fn Detail(detail: ApprovalDetailView, act: ServerAction<ActOnApproval>) -> impl 
 }
 
 #[component]
-fn Shelf(shelf: ReplayShelfView, retry: ServerAction<RetryReplay>) -> impl IntoView {
+fn Shelf(shelf: ReplayShelfView, retry: ServerAction<RetryReplay>) -> AnyView {
+    if let Some(reason) = shelf.unavailable {
+        return view! { <CapabilityNotice reason /> }.into_any();
+    }
     let counts = if shelf.counts.is_empty() {
         "no replays yet".to_string()
     } else {
@@ -261,6 +264,7 @@ fn Shelf(shelf: ReplayShelfView, retry: ServerAction<RetryReplay>) -> impl IntoV
             }}
         </section>
     }
+    .into_any()
 }
 
 /// The last 12 characters of an id.

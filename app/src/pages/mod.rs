@@ -128,6 +128,9 @@ fn ErrorPanel(
     retry: String,
 ) -> impl IntoView {
     set_status(failure.status);
+    if failure.status == 501 {
+        return view! { <CapabilityNotice reason=failure.message /> }.into_any();
+    }
     let (code, title, advice) = match failure.status {
         401 => ("401", "Sign in to continue", "Your session has ended."),
         403 => (
@@ -151,6 +154,30 @@ fn ErrorPanel(
             <p class="muted small">{failure.message}</p>
             <p class="actions">
                 <a href=retry rel="external" class="button">"Try again"</a>
+                <a href="/runs" class="button">"Go to Runs"</a>
+            </p>
+        </div>
+    }
+    .into_any()
+}
+
+/// A capability this store does not have (HTTP 501 `capability_unavailable`): a
+/// designed notice, not an error — trying again will not change it.
+#[component]
+pub fn CapabilityNotice(
+    /// The server's explanation.
+    reason: String,
+) -> impl IntoView {
+    view! {
+        <div class="panel state" role="note" data-testid="capability-unavailable">
+            <h2>"Durable delivery unavailable on this store"</h2>
+            <p>
+                "This server runs on an ephemeral store: runs are kept while it runs, but notifications are "
+                "sent once, best effort, right after each transition, and are not recorded. There is nothing "
+                "to list, retry or audit here."
+            </p>
+            <p class="muted small">{reason}</p>
+            <p class="actions">
                 <a href="/runs" class="button">"Go to Runs"</a>
             </p>
         </div>

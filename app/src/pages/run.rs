@@ -9,7 +9,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
 use super::runs::{display_time, short_id};
-use super::{ErrorPanel, TopBar};
+use super::{CapabilityNotice, ErrorPanel, TopBar};
 use crate::api::{load_run, retry_delivery, Failure};
 use crate::dto::{
     AttemptView, DeliveryDetail, DeliveryStatus, DeliveryView, RetryCommand, RunFacts, RunView,
@@ -130,7 +130,11 @@ fn RunDetailView(
     send: Callback<RetryCommand>,
     pending: Memo<bool>,
 ) -> impl IntoView {
-    let RunView { run, deliveries } = view;
+    let RunView {
+        run,
+        deliveries,
+        deliveries_unavailable,
+    } = view;
     let count = deliveries.len();
     view! {
         <Title text=format!("Run {} · Herald", short_id(&run.id)) />
@@ -140,7 +144,9 @@ fn RunDetailView(
             <div role="status" aria-live="polite" class="notice-slot">
                 {move || notice.get().map(|n| view! { <NoticeView notice=n /> })}
             </div>
-            {if deliveries.is_empty() {
+            {if let Some(reason) = deliveries_unavailable {
+                view! { <CapabilityNotice reason /> }.into_any()
+            } else if deliveries.is_empty() {
                 view! {
                     <div class="panel state" data-testid="no-deliveries">
                         <p class="muted">"This run owes no notifications yet: they are created when it reaches a terminal state."</p>
