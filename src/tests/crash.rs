@@ -10,7 +10,7 @@ use herald::outbox::model::{NewEvent, Source};
 use herald::store::ports::OutboxStore;
 use herald::store::{Engine, SqlStore};
 
-use crate::support::{HeraldProcess, Receiver, TestDb};
+use crate::support::{statuses, wait_for, HeraldProcess, Receiver, TestDb};
 
 pub(crate) fn callback(id: &str, url: &str) -> NewEvent {
     NewEvent {
@@ -37,27 +37,6 @@ pub(crate) async fn enqueue_all(store: &SqlStore, events: &[NewEvent]) {
         store.enqueue_in(&mut tx, e).await.unwrap();
     }
     tx.commit().await.unwrap();
-}
-
-async fn statuses(store: &SqlStore) -> HashMap<String, DeliveryStatus> {
-    store
-        .events_for_parent("run", "crash-test")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.event_id, e.status))
-        .collect()
-}
-
-pub(crate) async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 pub(crate) fn worker_flags(lease_secs: &'static str) -> Vec<&'static str> {
@@ -100,7 +79,7 @@ async fn sigkill_mid_batch_loses_nothing_and_redelivers_with_the_same_id() {
     )
     .await;
     herald.kill();
-    let at_kill = statuses(&store).await;
+    let at_kill = statuses(&store, "crash-test").await;
     let arrived: HashSet<String> = receiver.arrivals().into_iter().collect();
     let completed_at_kill: HashSet<String> = at_kill
         .iter()
@@ -122,7 +101,7 @@ async fn sigkill_mid_batch_loses_nothing_and_redelivers_with_the_same_id() {
         "every event completed",
         Duration::from_secs(60),
         async || {
-            statuses(&store)
+            statuses(&store, "crash-test")
                 .await
                 .values()
                 .all(|s| *s == DeliveryStatus::Completed)
@@ -191,7 +170,7 @@ async fn sigterm_drains_work_in_flight_then_exits_zero() {
         "it waited for the work in flight"
     );
 
-    let after = statuses(&store).await;
+    let after = statuses(&store, "crash-test").await;
     assert!(
         after.values().all(|s| *s == DeliveryStatus::Completed),
         "{after:?}"

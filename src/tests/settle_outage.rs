@@ -8,32 +8,18 @@ use std::time::Duration;
 
 use app::dto::DeliveryStatus;
 use herald::outbox::model::NewEvent;
-use herald::store::ports::OutboxStore;
-use herald::store::SqlStore;
 
-use crate::crash::{callback, enqueue_all, wait_for, worker_flags};
+use crate::crash::{callback, enqueue_all, worker_flags};
 use crate::faults::StatusFault;
-use crate::support::{HeraldProcess, Receiver, TestDb};
+use crate::support::{parented, statuses, wait_for, HeraldProcess, Receiver, TestDb};
+
+/// The run every event of this file is filed under.
+const PARENT: &str = "settle-outage";
 
 crate::contract_tests!(
     a_settle_outage_shorter_than_the_lease_loses_no_settlement,
     one_event_the_database_refuses_does_not_sink_its_batch,
 );
-
-fn parented(mut event: NewEvent) -> NewEvent {
-    event.parent_id = "settle-outage".into();
-    event
-}
-
-async fn statuses(store: &SqlStore) -> HashMap<String, DeliveryStatus> {
-    store
-        .events_for_parent("run", "settle-outage")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.event_id, e.status))
-        .collect()
-}
 
 fn deliveries_per_event(receiver: &Receiver) -> HashMap<String, usize> {
     let mut seen = HashMap::new();
@@ -48,7 +34,7 @@ async fn a_settle_outage_shorter_than_the_lease_loses_no_settlement(db: &TestDb)
     let receiver = Receiver::start().await;
     // One claimed batch (the worker takes 8 at a time).
     let events: Vec<NewEvent> = (0..8)
-        .map(|i| parented(callback(&format!("outage-{i}"), &receiver.url())))
+        .map(|i| parented(callback(&format!("outage-{i}"), &receiver.url()), PARENT))
         .collect();
     enqueue_all(&store, &events).await;
     // Completions fail in the database, as during a failover.
@@ -72,7 +58,7 @@ async fn a_settle_outage_shorter_than_the_lease_loses_no_settlement(db: &TestDb)
         "every event completed",
         Duration::from_secs(30),
         async || {
-            statuses(&store)
+            statuses(&store, PARENT)
                 .await
                 .values()
                 .all(|s| *s == DeliveryStatus::Completed)
@@ -96,9 +82,9 @@ async fn one_event_the_database_refuses_does_not_sink_its_batch(db: &TestDb) {
     let store = db.store().await;
     let receiver = Receiver::start().await;
     let mut events: Vec<NewEvent> = (0..10)
-        .map(|i| parented(callback(&format!("batch-{i}"), &receiver.url())))
+        .map(|i| parented(callback(&format!("batch-{i}"), &receiver.url()), PARENT))
         .collect();
-    events.push(parented(callback("poison", &receiver.url())));
+    events.push(parented(callback("poison", &receiver.url()), PARENT));
     enqueue_all(&store, &events).await;
     StatusFault {
         name: "refuse_poison",
@@ -115,7 +101,7 @@ async fn one_event_the_database_refuses_does_not_sink_its_batch(db: &TestDb) {
         "every other event completed",
         Duration::from_secs(20),
         async || {
-            let now = statuses(&store).await;
+            let now = statuses(&store, PARENT).await;
             now.iter()
                 .filter(|(id, _)| id.as_str() != "poison")
                 .all(|(_, s)| *s == DeliveryStatus::Completed)
@@ -127,7 +113,7 @@ async fn one_event_the_database_refuses_does_not_sink_its_batch(db: &TestDb) {
     assert_eq!(seen.len(), 11, "{seen:?}");
     assert!(seen.values().all(|n| *n == 1), "{seen:?}");
     assert_eq!(
-        statuses(&store).await["poison"],
+        statuses(&store, PARENT).await["poison"],
         DeliveryStatus::Processing,
         "the refused settlement is left to lease expiry"
     );

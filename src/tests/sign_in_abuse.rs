@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 
-use crate::support::{HeraldProcess, TestDb, TestServer, ADMIN_PASSWORD};
+use crate::support::{free_port, wait_ready, HeraldProcess, TestDb, TestServer, ADMIN_PASSWORD};
 use herald::store::Engine;
 
 fn login_form<'a>(username: &'a str, password: &'a str) -> [(&'static str, &'a str); 3] {
@@ -23,14 +23,6 @@ fn location(resp: &reqwest::Response) -> String {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Peak resident memory of a process, in bytes (`VmHWM`).
@@ -66,16 +58,7 @@ async fn oversize_and_parallel_failed_sign_ins_keep_memory_bounded_and_the_serve
         .default_headers(origin)
         .build()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client
-        .get(format!("{base}/readyz"))
-        .send()
-        .await
-        .map_or(true, |r| !r.status().is_success())
-    {
-        assert!(Instant::now() < deadline, "herald did not become ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_ready(&client, &base).await;
     let prober = reqwest::Client::new();
     let pid = herald.child.id();
     let baseline = peak_rss(pid);

@@ -1,8 +1,13 @@
 //! Test fixtures: a fresh real database per test, and a real server on loopback.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
+use app::dto::DeliveryStatus;
 use herald::config::{Settings, SettingsArgs};
+use herald::outbox::model::NewEvent;
+use herald::store::ports::OutboxStore;
 use herald::store::{Engine, SqlStore, StoreOptions};
 use sqlx::{AnyConnection, Connection, Executor};
 
@@ -173,16 +178,7 @@ impl TestServer {
     }
 
     async fn wait_ready(&self) {
-        let client = reqwest::Client::new();
-        for _ in 0..200 {
-            if let Ok(resp) = client.get(self.url("/readyz")).send().await {
-                if resp.status().is_success() {
-                    return;
-                }
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-        }
-        panic!("test server did not become ready");
+        wait_ready(&reqwest::Client::new(), &self.url("")).await;
     }
 
     /// A client that keeps cookies and sends this server's Origin, as a browser does.
@@ -486,4 +482,61 @@ pub fn run_service(store: &SqlStore, settings: &Settings) -> herald::service::ru
         deliveries,
         settings.max_result_bytes,
     )
+}
+
+/// A loopback port free right now, for a child process's `--listen`.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Polls `check` every 50 ms until it holds; panics naming `what` after `within`.
+pub async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// Waits (up to 30 s) until the server at `base` answers `GET /readyz` with a 2xx,
+/// asking through `client`.
+pub async fn wait_ready(client: &reqwest::Client, base: &str) {
+    herald::channels::install_crypto_provider();
+    wait_for(
+        &format!("{base}/readyz to answer 2xx"),
+        Duration::from_secs(30),
+        async || {
+            client
+                .get(format!("{base}/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        },
+    )
+    .await;
+}
+
+/// `event`, filed under the run `parent_id` (so a test reads back only its own).
+pub fn parented(mut event: NewEvent, parent_id: &str) -> NewEvent {
+    event.parent_type = "run".into();
+    event.parent_id = parent_id.into();
+    event
+}
+
+/// The status of every event of the run `parent_id`, by event id.
+pub async fn statuses(store: &SqlStore, parent_id: &str) -> HashMap<String, DeliveryStatus> {
+    store
+        .events_for_parent("run", parent_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.event_id, e.status))
+        .collect()
 }
