@@ -17,7 +17,7 @@ use herald::store::ports::{ClaimRequest, NewRun, OutboxStore, RunRepository};
 use herald::store::{Engine, SqlStore};
 use sqlx::Executor;
 
-use crate::support::TestDb;
+use crate::support::{claim, enqueue, TestDb};
 
 crate::contract_tests!(
     a_token_correct_write_after_the_lease_expired_is_refused,
@@ -68,24 +68,6 @@ fn settlement(event: &ClaimedEvent, settle: Settle) -> Settlement {
         error: Some("late".into()),
         dead_letter_event: None,
     }
-}
-
-async fn enqueue(store: &SqlStore, events: &[NewEvent]) {
-    let mut tx = store.begin_write().await.unwrap();
-    for e in events {
-        store.enqueue_in(&mut tx, e).await.unwrap();
-    }
-    tx.commit().await.unwrap();
-}
-
-async fn claim(store: &SqlStore, request: &ClaimRequest) -> Vec<ClaimedEvent> {
-    for _ in 0..20 {
-        match store.claim(request).await {
-            Ok(events) => return events,
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-    panic!("claim kept failing");
 }
 
 async fn a_token_correct_write_after_the_lease_expired_is_refused(db: &TestDb) {

@@ -5,7 +5,6 @@
 //! store is down), `Retry-After` in seconds and as an HTTP date as stored, a 3xx
 //! being permanent and never followed, and connection refused being retried.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -19,9 +18,10 @@ use herald::store::ports::{ClaimRequest, OutboxStore};
 use herald::store::{Engine, SqlStore};
 use sqlx::Executor;
 
-use crate::crash::{callback, enqueue_all, worker_flags};
+use crate::crash::{callback, worker_flags};
 use crate::support::{
-    free_port, parented, statuses, wait_for, wait_ready, HeraldProcess, Receiver, TestDb,
+    all_completed, enqueue, free_port, parented, statuses, wait_for, wait_ready, HeraldProcess,
+    Receiver, TestDb,
 };
 
 /// The run every event of this file is filed under.
@@ -64,7 +64,7 @@ async fn a_heartbeat_keeps_the_lease_of_a_handler_slower_than_the_lease(db: &Tes
     let receiver = Receiver::start().await;
     // The receiver takes three leases' time to answer.
     receiver.set_hold(Duration::from_millis(3000));
-    enqueue_all(
+    enqueue(
         &store,
         &[parented(callback("slow-one", &receiver.url()), PARENT)],
     )
@@ -107,7 +107,7 @@ async fn three_processes_claiming_one_store_deliver_each_event_once(db: &TestDb)
     for port in &ports {
         wait_ready(&reqwest::Client::new(), &format!("http://127.0.0.1:{port}")).await;
     }
-    enqueue_all(&store, &events).await;
+    enqueue(&store, &events).await;
     wait_for(
         "every event completed",
         Duration::from_secs(60),
@@ -118,10 +118,7 @@ async fn three_processes_claiming_one_store_deliver_each_event_once(db: &TestDb)
     )
     .await;
     drop(processes);
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for id in receiver.arrivals() {
-        *seen.entry(id).or_default() += 1;
-    }
+    let seen = receiver.arrivals_per_event();
     assert_eq!(seen.len(), 90);
     assert!(
         seen.values().all(|n| *n == 1),
@@ -150,7 +147,7 @@ async fn sigterm_with_work_not_yet_claimed_exits_zero_and_the_next_process_deliv
     let events: Vec<NewEvent> = (0..6)
         .map(|i| parented(callback(&format!("queued-{i}"), &receiver.url()), PARENT))
         .collect();
-    enqueue_all(&store, &events).await;
+    enqueue(&store, &events).await;
     // One slot: the rest wait, due but unclaimed, while the first is in flight.
     let mut flags: Vec<String> = flags_on(free_port(), "30");
     for (flag, value) in [("--worker-concurrency", "1"), ("--worker-batch-size", "1")] {
@@ -197,19 +194,11 @@ async fn sigterm_with_work_not_yet_claimed_exits_zero_and_the_next_process_deliv
     wait_for(
         "the next process delivers the rest",
         Duration::from_secs(30),
-        async || {
-            statuses(&store, PARENT)
-                .await
-                .values()
-                .all(|s| *s == DeliveryStatus::Completed)
-        },
+        async || all_completed(&store, PARENT).await,
     )
     .await;
     drop(herald);
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for id in receiver.arrivals() {
-        *seen.entry(id).or_default() += 1;
-    }
+    let seen = receiver.arrivals_per_event();
     assert_eq!(seen.len(), 6, "nothing lost: {seen:?}");
     assert!(seen.values().all(|n| *n == 1), "nothing twice: {seen:?}");
     receiver.stop();
@@ -238,7 +227,7 @@ async fn exhaustion_reaches_the_log_the_counter_and_the_gauges_and_an_outage_rea
     // ... and one is taken by a worker that dies on its last attempt (the sweep's).
     let mut orphan = parented(callback("orphaned", &receiver.url()), PARENT);
     orphan.max_attempts = 1;
-    enqueue_all(&store, &[orphan]).await;
+    enqueue(&store, &[orphan]).await;
     let dead_worker = ClaimRequest {
         lease_token: "dead-worker".into(),
         holder: "dead-worker".into(),
@@ -248,7 +237,7 @@ async fn exhaustion_reaches_the_log_the_counter_and_the_gauges_and_an_outage_rea
         default_lease_ms: 200,
     };
     assert_eq!(store.claim(&dead_worker).await.unwrap().len(), 1);
-    enqueue_all(&store, &[refused]).await;
+    enqueue(&store, &[refused]).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let port = free_port();
@@ -349,7 +338,7 @@ async fn retry_after_in_seconds_and_as_an_http_date_is_the_stored_next_attempt()
     let receiver = Receiver::start().await;
     receiver.script(&[(429, Some("3"))]);
     let herald = spawn(&db, &flags_on(free_port(), "30"));
-    enqueue_all(
+    enqueue(
         &store,
         &[parented(callback("in-seconds", &receiver.url()), PARENT)],
     )
@@ -365,7 +354,7 @@ async fn retry_after_in_seconds_and_as_an_http_date_is_the_stored_next_attempt()
 
     let when = SystemTime::now() + Duration::from_secs(6);
     receiver.script(&[(503, Some(&httpdate::fmt_http_date(when)))]);
-    enqueue_all(
+    enqueue(
         &store,
         &[parented(callback("as-a-date", &receiver.url()), PARENT)],
     )
@@ -487,7 +476,7 @@ async fn connection_refused_is_retried() {
     // And through a real process: attempts pile up as retries, not a failure.
     let db = TestDb::new(Engine::Sqlite).await;
     let store = db.store().await;
-    enqueue_all(
+    enqueue(
         &store,
         &[parented(
             callback("nobody-home", &format!("http://127.0.0.1:{port}/hook")),

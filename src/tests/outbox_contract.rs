@@ -9,7 +9,7 @@ use herald::outbox::model::{ClaimedEvent, NewEvent, RetryRefusal, Settle, Settle
 use herald::store::ports::{ClaimRequest, ManualRetry, OutboxStore, RunRepository};
 use herald::store::SqlStore;
 
-use crate::support::TestDb;
+use crate::support::{claim, enqueue, TestDb};
 
 crate::contract_tests!(
     enqueue_rolls_back_with_the_producer_transaction,
@@ -69,14 +69,6 @@ pub(crate) fn settlement(event: &ClaimedEvent, settle: Settle) -> Settlement {
     }
 }
 
-pub(crate) async fn enqueue(store: &SqlStore, events: &[NewEvent]) {
-    let mut tx = store.begin_write().await.unwrap();
-    for e in events {
-        store.enqueue_in(&mut tx, e).await.unwrap();
-    }
-    tx.commit().await.unwrap();
-}
-
 async fn status(store: &SqlStore, id: &str) -> DeliveryStatus {
     store
         .get_event(id)
@@ -84,17 +76,6 @@ async fn status(store: &SqlStore, id: &str) -> DeliveryStatus {
         .unwrap()
         .expect("event exists")
         .status
-}
-
-/// Claims with retries: MySQL/Galera may answer a claim race with a deadlock error.
-pub(crate) async fn claim(store: &SqlStore, request: &ClaimRequest) -> Vec<ClaimedEvent> {
-    for _ in 0..20 {
-        match store.claim(request).await {
-            Ok(events) => return events,
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-    panic!("claim kept failing");
 }
 
 /// Settles as the worker does: a lost commit race (MySQL deadlock 1213, Galera

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use app::dto::DeliveryStatus;
 use herald::config::{Settings, SettingsArgs};
+use herald::outbox::model::ClaimedEvent;
 use herald::outbox::model::NewEvent;
-use herald::store::ports::OutboxStore;
+use herald::store::ports::{ClaimRequest, OutboxStore};
 use herald::store::{Engine, SqlStore, StoreOptions};
 use sqlx::{AnyConnection, Connection, Executor};
 
@@ -307,6 +308,15 @@ impl Receiver {
         self.requests().into_iter().map(|a| a.event_id).collect()
     }
 
+    /// How many times each event id arrived.
+    pub fn arrivals_per_event(&self) -> HashMap<String, usize> {
+        let mut seen = HashMap::new();
+        for id in self.arrivals() {
+            *seen.entry(id).or_default() += 1;
+        }
+        seen
+    }
+
     pub fn answered(&self) -> Vec<String> {
         self.state.answered.lock().unwrap().clone()
     }
@@ -539,4 +549,32 @@ pub async fn statuses(store: &SqlStore, parent_id: &str) -> HashMap<String, Deli
         .into_iter()
         .map(|e| (e.event_id, e.status))
         .collect()
+}
+
+/// Whether every event of the run `parent_id` is completed.
+pub async fn all_completed(store: &SqlStore, parent_id: &str) -> bool {
+    statuses(store, parent_id)
+        .await
+        .values()
+        .all(|s| *s == DeliveryStatus::Completed)
+}
+
+/// Enqueues `events` in one producer transaction.
+pub async fn enqueue(store: &SqlStore, events: &[NewEvent]) {
+    let mut tx = store.begin_write().await.unwrap();
+    for e in events {
+        store.enqueue_in(&mut tx, e).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
+/// Claims with retries: MySQL/Galera may answer a claim race with a deadlock error.
+pub async fn claim(store: &SqlStore, request: &ClaimRequest) -> Vec<ClaimedEvent> {
+    for _ in 0..20 {
+        match store.claim(request).await {
+            Ok(events) => return events,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    panic!("claim kept failing");
 }
