@@ -709,6 +709,23 @@ async fn permissions_and_system_objects_are_enforced(db: &TestDb) {
         .await
         .unwrap();
     assert_eq!(reader_write.id, deal);
+    // A record id under another object is as unknown as a missing one, read or written.
+    let elsewhere = f.records.get(Some(&boss()), "Account", &deal).await;
+    assert!(
+        matches!(elsewhere, Err(ServiceError::NotFound(_))),
+        "{elsewhere:?}"
+    );
+    let Value::Object(fields) = json!({ "Status": "moved" }) else {
+        unreachable!()
+    };
+    let elsewhere = f
+        .records
+        .update(Some(&boss()), "Account", &deal, RecordInput { fields })
+        .await;
+    assert!(
+        matches!(elsewhere, Err(ServiceError::NotFound(_))),
+        "{elsewhere:?}"
+    );
     f.close().await;
 }
 
