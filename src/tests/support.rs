@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use app::dto::DeliveryStatus;
 use herald::config::{Settings, SettingsArgs};
-use herald::outbox::model::ClaimedEvent;
 use herald::outbox::model::NewEvent;
+use herald::outbox::model::{ClaimedEvent, Settle, Settlement};
 use herald::store::ports::{ClaimRequest, OutboxStore};
 use herald::store::{Engine, SqlStore, StoreOptions};
 use sqlx::{AnyConnection, Connection, Executor};
@@ -577,4 +577,34 @@ pub async fn claim(store: &SqlStore, request: &ClaimRequest) -> Vec<ClaimedEvent
         }
     }
     panic!("claim kept failing");
+}
+
+/// A claim of the `test` kind, `limit` events, leased for `lease_ms`.
+pub fn claim_request(limit: u32, lease_ms: i64) -> ClaimRequest {
+    ClaimRequest {
+        lease_token: uuid::Uuid::new_v4().simple().to_string(),
+        holder: "test-worker".into(),
+        limit,
+        kinds: vec!["test".into()],
+        lease_ms_by_kind: vec![("test".into(), lease_ms)],
+        default_lease_ms: lease_ms,
+    }
+}
+
+/// The worker's settlement of a claimed event (the `test` kind's worker).
+pub fn settlement(event: &ClaimedEvent, settle: Settle) -> Settlement {
+    Settlement {
+        event_id: event.event_id.clone(),
+        kind: event.kind.clone(),
+        lease_token: event.lease_token.clone(),
+        attempt: event.attempts,
+        cycle: event.cycle,
+        worker: "test-worker".into(),
+        started_at_ms: 0,
+        finished_at_ms: 1,
+        settle,
+        status_code: Some(200),
+        error: Some("boom".into()),
+        dead_letter_event: None,
+    }
 }
