@@ -13,24 +13,10 @@ use crate::support::{Receiver, TestServer};
 
 const CALLBACK_SECRET: &str = "whsec_Y2FsbGJhY2stc2VjcmV0LWZvci10ZXN0cw==";
 
-async fn token(server: &TestServer, role: Role) -> String {
-    crate::support::api_token(&server.db.url, role).await
-}
-
 /// A signed-in browser-like client of a new user with `role`.
 async fn session(server: &TestServer, role: Role) -> reqwest::Client {
-    let settings = herald::config::Settings::resolve(&herald::config::SettingsArgs {
-        database_url: Some(server.db.url.clone()),
-        ..Default::default()
-    })
-    .unwrap();
-    let store = herald::server::open_store(&settings).await.unwrap();
     let name = format!("{}-{}", role.as_str(), uuid::Uuid::new_v4().simple());
-    herald::server::account_service(&store, &settings)
-        .add_user(None, &name, "a-long-password-1", role)
-        .await
-        .unwrap();
-    store.close().await;
+    server.add_user(&name, "a-long-password-1", role).await;
     let browser = server.browser();
     let resp = browser
         .post(server.url("/auth/login"))
@@ -190,9 +176,9 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
     receiver.set_status(400);
     let server = start_with_receiver(&receiver).await;
     let client = reqwest::Client::new();
-    let operator = token(&server, Role::Operator).await;
-    let reader = token(&server, Role::Reader).await;
-    let admin = token(&server, Role::Admin).await;
+    let operator = server.token(Role::Operator).await;
+    let reader = server.token(Role::Reader).await;
+    let admin = server.token(Role::Admin).await;
 
     let mut runs = Vec::new();
     for tenant in ["acme", "acme", "globex"] {
@@ -591,7 +577,7 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
     })
     .await;
     let client = reqwest::Client::new();
-    let operator = token(&server, Role::Operator).await;
+    let operator = server.token(Role::Operator).await;
     let make = |callback: Option<String>, routes: Vec<&'static str>| {
         let client = client.clone();
         let operator = operator.clone();

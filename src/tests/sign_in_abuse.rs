@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 
-use crate::support::{free_port, wait_ready, HeraldProcess, TestDb, TestServer, ADMIN_PASSWORD};
+use crate::support::{
+    free_port, location, wait_ready, HeraldProcess, TestDb, TestServer, ADMIN_PASSWORD,
+};
 use herald::store::Engine;
 
 fn login_form<'a>(username: &'a str, password: &'a str) -> [(&'static str, &'a str); 3] {
@@ -15,14 +17,6 @@ fn login_form<'a>(username: &'a str, password: &'a str) -> [(&'static str, &'a s
         ("password", password),
         ("next", "/runs"),
     ]
-}
-
-fn location(resp: &reqwest::Response) -> String {
-    resp.headers()
-        .get("location")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string()
 }
 
 /// Peak resident memory of a process, in bytes (`VmHWM`).

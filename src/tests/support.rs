@@ -174,6 +174,26 @@ impl TestServer {
         server
     }
 
+    /// A new API token of `role` in this server's store.
+    pub async fn token(&self, role: app::dto::Role) -> String {
+        api_token(&self.db.url, role).await
+    }
+
+    /// Adds a user of `role` to this server's store.
+    pub async fn add_user(&self, name: &str, password: &str, role: app::dto::Role) {
+        let settings = Settings::resolve(&SettingsArgs {
+            database_url: Some(self.db.url.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        let store = herald::server::open_store(&settings).await.unwrap();
+        herald::server::account_service(&store, &settings)
+            .add_user(None, name, password, role)
+            .await
+            .unwrap();
+        store.close().await;
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }
@@ -607,4 +627,13 @@ pub fn settlement(event: &ClaimedEvent, settle: Settle) -> Settlement {
         error: Some("boom".into()),
         dead_letter_event: None,
     }
+}
+
+/// The `Location` header of a response, or "" without one.
+pub fn location(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
 }
