@@ -8,7 +8,7 @@ use app::dto::Role;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::support::{api_token, Receiver, TestServer};
+use crate::support::{api_token, metrics_with, Receiver, TestServer};
 
 fn config(receiver: &Receiver) -> tempfile::NamedTempFile {
     let text = format!(
@@ -206,19 +206,7 @@ async fn submit_prompts_the_approver_then_recall_replays_the_field_update() {
     // Metrics: fixed sources, kinds partitioned, replay counters.
     let wanted =
         "herald_outbox_events{kind=\"field_update\",source=\"approvals\",status=\"completed\"} 1";
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let metrics = loop {
-        let text = reqwest::get(server.url("/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if text.contains(wanted) || Instant::now() > deadline {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let metrics = metrics_with(&server.url(""), wanted, Duration::from_secs(5)).await;
     assert!(metrics.contains(wanted), "{metrics}");
     assert!(metrics.contains(
         "herald_approval_action_replay_attempts_total{lifecycle_event=\"recall\",outcome=\"completed\"} 1"
@@ -404,21 +392,12 @@ async fn bad_requests_and_forbidden_calls_are_answered_with_messages_that_name_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_gauge_of_every_fixed_source_and_kind_exists_from_start_up() {
     let server = TestServer::start().await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let metrics = loop {
-        let text = reqwest::get(server.url("/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if text.contains("herald_outbox_available{source=\"approvals\"} 1")
-            || Instant::now() > deadline
-        {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let metrics = metrics_with(
+        &server.url(""),
+        "herald_outbox_available{source=\"approvals\"} 1",
+        Duration::from_secs(10),
+    )
+    .await;
     for (source, kinds) in [
         ("jobs", &["callback", "delivery", "dead_letter"][..]),
         (

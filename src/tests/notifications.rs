@@ -9,7 +9,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::support::{
-    free_port, wait_for, wait_ready, HeraldProcess, Receiver, TestDb, TestServer,
+    free_port, metrics_with, wait_for, wait_ready, HeraldProcess, Receiver, TestDb, TestServer,
 };
 
 /// `whsec_` secrets the tests sign and verify with (base64 of fixed bytes).
@@ -259,22 +259,7 @@ async fn a_terminal_transition_commits_signed_callback_and_route_deliveries() {
     // Metrics carry counts, never ids, tenants, recipients or payloads. Settled
     // counts are refreshed every few maintenance passes: wait for them.
     let settled = r#"herald_outbox_events{kind="delivery",source="jobs",status="completed"} 2"#;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let metrics = loop {
-        let text = api
-            .client
-            .get(format!("{}/metrics", api.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if text.contains(settled) || Instant::now() > deadline {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let metrics = metrics_with(&api.base, settled, Duration::from_secs(5)).await;
     assert!(
         metrics.contains(r#"herald_outbox_attempts_total{kind="callback",outcome="completed"} 1"#),
         "{metrics}"

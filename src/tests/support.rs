@@ -637,3 +637,21 @@ pub fn location(resp: &reqwest::Response) -> String {
         .unwrap_or_default()
         .to_string()
 }
+
+/// The Prometheus text of the server at `base` once it contains `wanted`, or the
+/// last text read when `within` runs out (the caller asserts on it and prints it).
+pub async fn metrics_with(base: &str, wanted: &str, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let text = reqwest::get(format!("{base}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if text.contains(wanted) || Instant::now() > deadline {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
