@@ -50,8 +50,13 @@ async fn json_of(resp: reqwest::Response) -> (StatusCode, Value) {
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
+/// A GET with a bearer token: its status and JSON body.
+async fn get_json(client: &reqwest::Client, url: String, bearer: &str) -> (StatusCode, Value) {
+    json_of(client.get(url).bearer_auth(bearer).send().await.unwrap()).await
+}
+
 /// Polls the admin listing until `n` events are in `status`.
-async fn wait_for(
+async fn wait_listed(
     client: &reqwest::Client,
     server: &TestServer,
     bearer: &str,
@@ -60,13 +65,10 @@ async fn wait_for(
 ) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let (_, page) = json_of(
-            client
-                .get(server.url(&format!("/admin/api/notification-outbox?status={status}")))
-                .bearer_auth(bearer)
-                .send()
-                .await
-                .unwrap(),
+        let (_, page) = get_json(
+            client,
+            server.url(&format!("/admin/api/notification-outbox?status={status}")),
+            bearer,
         )
         .await;
         let events = page["events"].as_array().cloned().unwrap_or_default();
@@ -209,7 +211,7 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
         runs.push(id);
     }
     // The receiver refuses with 400: a permanent failure.
-    wait_for(&client, &server, &reader, "failed", 3).await;
+    wait_listed(&client, &server, &reader, "failed", 3).await;
 
     // Readers list every event, redacted: the destination's origin, never its path,
     // query, secret reference or payload.
@@ -274,13 +276,10 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
     .await;
     assert_eq!(one["events"].as_array().unwrap().len(), 1);
     assert_eq!(one["events"][0]["parent_id"], runs[1].as_str());
-    let (_, first) = json_of(
-        client
-            .get(server.url("/admin/api/notification-outbox?limit=2"))
-            .bearer_auth(&reader)
-            .send()
-            .await
-            .unwrap(),
+    let (_, first) = get_json(
+        &client,
+        server.url("/admin/api/notification-outbox?limit=2"),
+        &reader,
     )
     .await;
     let cursor = first["next_cursor"].as_str().expect("a second page");
@@ -313,25 +312,19 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
         ("after=garbage", "after"),
         ("limit=0", "limit"),
     ] {
-        let (status, body) = json_of(
-            client
-                .get(server.url(&format!("/admin/api/notification-outbox?{query}")))
-                .bearer_auth(&reader)
-                .send()
-                .await
-                .unwrap(),
+        let (status, body) = get_json(
+            &client,
+            server.url(&format!("/admin/api/notification-outbox?{query}")),
+            &reader,
         )
         .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
         assert_eq!(body["field"], field, "{query}: {body}");
     }
-    let (status, body) = json_of(
-        client
-            .get(server.url("/admin/api/notification-outbox?colour=red"))
-            .bearer_auth(&reader)
-            .send()
-            .await
-            .unwrap(),
+    let (status, body) = get_json(
+        &client,
+        server.url("/admin/api/notification-outbox?colour=red"),
+        &reader,
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -341,13 +334,10 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
     );
 
     // The runs list carries delivery summaries and filters by delivery state.
-    let (_, attention) = json_of(
-        client
-            .get(server.url("/api/v1/runs?delivery=needs_attention&tenant=acme"))
-            .bearer_auth(&reader)
-            .send()
-            .await
-            .unwrap(),
+    let (_, attention) = get_json(
+        &client,
+        server.url("/api/v1/runs?delivery=needs_attention&tenant=acme"),
+        &reader,
     )
     .await;
     let listed = attention["runs"].as_array().unwrap();
@@ -360,13 +350,10 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
         ("delivery=bogus", "delivery"),
         ("created_from=yesterday", "created_from"),
     ] {
-        let (status, body) = json_of(
-            client
-                .get(server.url(&format!("/api/v1/runs?{query}")))
-                .bearer_auth(&reader)
-                .send()
-                .await
-                .unwrap(),
+        let (status, body) = get_json(
+            &client,
+            server.url(&format!("/api/v1/runs?{query}")),
+            &reader,
         )
         .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
@@ -442,7 +429,7 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
     assert!(
         ["pending", "processing", "completed"].contains(&stale["current_status"].as_str().unwrap())
     );
-    let done = wait_for(&client, &server, &admin, "completed", 1).await;
+    let done = wait_listed(&client, &server, &admin, "completed", 1).await;
     assert_eq!(done[0]["event_id"], event_id.as_str());
     assert_eq!(done[0]["attempts"], 2, "cumulative attempts kept");
 
@@ -610,8 +597,8 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
     make(Some(hooks.url()), vec![]).await;
     make(Some(hooks.url()), vec![]).await;
     make(None, vec!["ops-chat"]).await;
-    wait_for(&client, &server, &operator, "failed", 2).await;
-    wait_for(&client, &server, &operator, "uncertain", 1).await;
+    wait_listed(&client, &server, &operator, "failed", 2).await;
+    wait_listed(&client, &server, &operator, "uncertain", 1).await;
 
     let query = json!({"query": {"status": "needs_attention"}});
     let reader = session(&server, Role::Reader).await;
@@ -655,8 +642,8 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
         "the uncertain one needs the acknowledgement"
     );
     assert_eq!(outcome["changed"], 0);
-    wait_for(&client, &server, &operator, "completed", 2).await;
-    let unsure = wait_for(&client, &server, &operator, "uncertain", 1).await;
+    wait_listed(&client, &server, &operator, "completed", 2).await;
+    let unsure = wait_listed(&client, &server, &operator, "uncertain", 1).await;
     assert_eq!(unsure.len(), 1, "left alone");
 
     let (_, outcome) = json_of(
@@ -669,7 +656,7 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
     )
     .await;
     assert_eq!(outcome["retried"], 1);
-    wait_for(&client, &server, &operator, "completed", 3).await;
+    wait_listed(&client, &server, &operator, "completed", 3).await;
 
     let (_, trail) = json_of(
         operator_browser
