@@ -397,6 +397,32 @@ async fn bad_requests_and_forbidden_calls_are_answered_with_messages_that_name_t
         .post(&operator, "/api/v1/approvals/unknown/recall", json!({}))
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // The console's server functions answer with the same statuses.
+    let reader_browser = server.session(Role::Reader).await;
+    let operator_browser = server.session(Role::Operator).await;
+    let approval = api.submit(&operator, deal["id"].as_str().unwrap()).await;
+    let forged = reader_browser
+        .post(server.url("/console-api/approval-action"))
+        .form(&[("id", approval.as_str()), ("action", "approve")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    let unknown = operator_browser
+        .post(server.url("/console-api/approval"))
+        .form(&[("id", "unknown")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    let listed = operator_browser
+        .post(server.url("/console-api/approvals"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), StatusCode::OK);
+    assert!(listed.text().await.unwrap().contains(&approval));
     receiver.stop();
     server.stop().await;
 }

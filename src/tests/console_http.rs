@@ -13,24 +13,6 @@ use crate::support::{Receiver, TestServer};
 
 const CALLBACK_SECRET: &str = "whsec_Y2FsbGJhY2stc2VjcmV0LWZvci10ZXN0cw==";
 
-/// A signed-in browser-like client of a new user with `role`.
-async fn session(server: &TestServer, role: Role) -> reqwest::Client {
-    let name = format!("{}-{}", role.as_str(), uuid::Uuid::new_v4().simple());
-    server.add_user(&name, "a-long-password-1", role).await;
-    let browser = server.browser();
-    let resp = browser
-        .post(server.url("/auth/login"))
-        .form(&[
-            ("username", name.as_str()),
-            ("password", "a-long-password-1"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
-    browser
-}
-
 async fn start_with_receiver(receiver: &Receiver) -> TestServer {
     std::env::set_var("HERALD_TEST_CALLBACK_SECRET", CALLBACK_SECRET);
     let _ = receiver;
@@ -104,7 +86,7 @@ async fn anonymous_state_changing_requests_are_401_before_any_csrf_check() {
         assert_eq!(body["error"], "unauthenticated", "{path}");
     }
     // A cookie-borne request from another origin is still refused as CSRF.
-    let admin = session(&server, Role::Admin).await;
+    let admin = server.session(Role::Admin).await;
     let forged = admin
         .post(server.url("/admin/api/notification-outbox/x/retry"))
         .header("origin", "http://evil.example")
@@ -146,7 +128,7 @@ async fn unknown_addresses_get_designed_pages_and_api_paths_stay_json() {
     let run_page = client.get(server.url("/runs/0000")).send().await.unwrap();
     assert_eq!(run_page.status(), StatusCode::SEE_OTHER);
 
-    let admin = session(&server, Role::Admin).await;
+    let admin = server.session(Role::Admin).await;
     let missing = admin
         .get(server.url("/runs/no-such-run"))
         .send()
@@ -157,7 +139,7 @@ async fn unknown_addresses_get_designed_pages_and_api_paths_stay_json() {
     assert!(html.contains("Run not found"), "{html}");
     assert!(html.contains("no-such-run"));
 
-    let reader = session(&server, Role::Reader).await;
+    let reader = server.session(Role::Reader).await;
     let audit = reader.get(server.url("/audit")).send().await.unwrap();
     assert_eq!(audit.status(), StatusCode::FORBIDDEN);
     assert!(audit
@@ -165,7 +147,7 @@ async fn unknown_addresses_get_designed_pages_and_api_paths_stay_json() {
         .await
         .unwrap()
         .contains("You do not have access to this page"));
-    let operator = session(&server, Role::Operator).await;
+    let operator = server.session(Role::Operator).await;
     let audit = operator.get(server.url("/audit")).send().await.unwrap();
     assert_eq!(audit.status(), StatusCode::OK);
     assert!(audit.text().await.unwrap().contains("No retries yet"));
@@ -449,7 +431,7 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
 
     // The console's server functions: a reader's forged retry is refused by the
     // server itself; reads are redacted for readers.
-    let reader_browser = session(&server, Role::Reader).await;
+    let reader_browser = server.session(Role::Reader).await;
     let third = events[2]["event_id"].as_str().unwrap().to_string();
     let command = json!({"command": {"event_id": third, "kind": "callback",
         "expected_status": "failed", "allow_uncertain": false}});
@@ -479,7 +461,7 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
     assert_eq!(view["deliveries"][0]["can_retry"], false);
     assert_eq!(view["deliveries"][0]["timeline"][0]["status_code"], 400);
     assert!(!view.to_string().contains("s3cr3t-query"));
-    let admin_browser = session(&server, Role::Admin).await;
+    let admin_browser = server.session(Role::Admin).await;
     let (_, admin_view) = json_of(
         admin_browser
             .post(server.url("/console-api/run"))
@@ -494,7 +476,7 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
         .unwrap()
         .contains("private-result"));
     assert_eq!(admin_view["deliveries"][0]["can_retry"], true);
-    let operator_browser = session(&server, Role::Operator).await;
+    let operator_browser = server.session(Role::Operator).await;
     let allowed = operator_browser
         .post(server.url("/console-api/retry"))
         .json(&command)
@@ -601,7 +583,7 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
     wait_listed(&client, &server, &operator, "uncertain", 1).await;
 
     let query = json!({"query": {"status": "needs_attention"}});
-    let reader = session(&server, Role::Reader).await;
+    let reader = server.session(Role::Reader).await;
     let refused = reader
         .post(server.url("/console-api/bulk-preview"))
         .json(&query)
@@ -610,7 +592,7 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
         .unwrap();
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
 
-    let operator_browser = session(&server, Role::Operator).await;
+    let operator_browser = server.session(Role::Operator).await;
     let (status, preview) = json_of(
         operator_browser
             .post(server.url("/console-api/bulk-preview"))
@@ -685,7 +667,7 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
 async fn a_server_error_is_a_designed_page_that_leaks_nothing() {
     use sqlx::{Connection, Executor};
     let server = TestServer::start().await;
-    let admin = session(&server, Role::Admin).await;
+    let admin = server.session(Role::Admin).await;
     assert_eq!(
         admin
             .get(server.url("/runs"))

@@ -194,6 +194,24 @@ impl TestServer {
         store.close().await;
     }
 
+    /// A signed-in browser-like client of a new user with `role`.
+    pub async fn session(&self, role: app::dto::Role) -> reqwest::Client {
+        let name = format!("{}-{}", role.as_str(), uuid::Uuid::new_v4().simple());
+        self.add_user(&name, "a-long-password-1", role).await;
+        let browser = self.browser();
+        let resp = browser
+            .post(self.url("/auth/login"))
+            .form(&[
+                ("username", name.as_str()),
+                ("password", "a-long-password-1"),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), reqwest::StatusCode::SEE_OTHER);
+        browser
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }
