@@ -138,6 +138,15 @@ fn deal_definition() -> DefinitionSpec {
 }
 
 impl Fixture {
+    /// Runs one statement with one bound id, written with `?` placeholders.
+    async fn exec(&self, sql: &str, id: &str) {
+        sqlx::query(&self.store.engine().sql(sql))
+            .bind(id)
+            .execute(self.store.pool())
+            .await
+            .unwrap();
+    }
+
     async fn record(&self, object: &str, fields: Value) -> String {
         let Value::Object(fields) = fields else {
             panic!("fields")
@@ -386,16 +395,7 @@ async fn a_failing_replay_retries_to_exhaustion_and_is_shelved_with_alerted_at(d
     let (account, _deal, approval) = f.submitted().await;
     f.approvals.recall(Some(&alice()), &approval).await.unwrap();
     // The frozen target disappears: every replay attempt fails.
-    let sql = f
-        .store
-        .engine()
-        .sql("DELETE FROM records WHERE id = ?")
-        .into_owned();
-    sqlx::query(&sql)
-        .bind(&account)
-        .execute(f.store.pool())
-        .await
-        .unwrap();
+    f.exec("DELETE FROM records WHERE id = ?", &account).await;
     let event_id = f.replay_event(&approval).await.event_id;
     let failed = f
         .replay_until(&f.store, &event_id, DeliveryStatus::Failed)
@@ -486,16 +486,7 @@ async fn replay_backoff_follows_the_configured_policy(db: &TestDb) {
     // A slow policy on a failing replay: after the first attempt the event waits.
     let (account, _deal, approval) = f.submitted().await;
     f.approvals.recall(Some(&alice()), &approval).await.unwrap();
-    let sql = f
-        .store
-        .engine()
-        .sql("DELETE FROM records WHERE id = ?")
-        .into_owned();
-    sqlx::query(&sql)
-        .bind(&account)
-        .execute(f.store.pool())
-        .await
-        .unwrap();
+    f.exec("DELETE FROM records WHERE id = ?", &account).await;
     let event_id = f.replay_event(&approval).await.event_id;
     let slow = RetryPolicy {
         initial_backoff: Duration::from_secs(600),
@@ -807,16 +798,8 @@ async fn a_failed_replay_is_retried_through_the_one_retry_entry_point(db: &TestD
     let f = fixture(db).await;
     let (account, _deal, approval) = f.submitted().await;
     f.approvals.recall(Some(&alice()), &approval).await.unwrap();
-    let sql = f
-        .store
-        .engine()
-        .sql("UPDATE records SET object = 'Gone' WHERE id = ?")
-        .into_owned();
-    sqlx::query(&sql)
-        .bind(&account)
-        .execute(f.store.pool())
-        .await
-        .unwrap();
+    f.exec("UPDATE records SET object = 'Gone' WHERE id = ?", &account)
+        .await;
     let event_id = f.replay_event(&approval).await.event_id;
     let failed = f
         .replay_until(&f.store, &event_id, DeliveryStatus::Failed)
@@ -826,16 +809,11 @@ async fn a_failed_replay_is_retried_through_the_one_retry_entry_point(db: &TestD
         .unwrap()
         .contains("not the frozen Account"));
     // The cause is fixed; the operator retries through DeliveryService::retry.
-    let sql = f
-        .store
-        .engine()
-        .sql("UPDATE records SET object = 'Account' WHERE id = ?")
-        .into_owned();
-    sqlx::query(&sql)
-        .bind(&account)
-        .execute(f.store.pool())
-        .await
-        .unwrap();
+    f.exec(
+        "UPDATE records SET object = 'Account' WHERE id = ?",
+        &account,
+    )
+    .await;
     let mut registry = Registry::new();
     registry.register(
         kinds::FIELD_UPDATE,
@@ -919,16 +897,11 @@ async fn a_replay_whose_last_lease_expires_is_failed_by_the_sweep_and_counted(db
     let (_account, _deal, approval) = f.submitted().await;
     f.approvals.recall(Some(&alice()), &approval).await.unwrap();
     let event_id = f.replay_event(&approval).await.event_id;
-    let sql = f
-        .store
-        .engine()
-        .sql("UPDATE outbox_events SET cycle_attempts = max_attempts - 1 WHERE event_id = ?")
-        .into_owned();
-    sqlx::query(&sql)
-        .bind(&event_id)
-        .execute(f.store.pool())
-        .await
-        .unwrap();
+    f.exec(
+        "UPDATE outbox_events SET cycle_attempts = max_attempts - 1 WHERE event_id = ?",
+        &event_id,
+    )
+    .await;
     // A worker claims the last attempt and dies with it.
     let claimed = f
         .store
