@@ -35,8 +35,9 @@ impl FromServerFnError for Failure {
     }
 }
 
+/// Server-side helpers every server function shares (the Approvals page's too).
 #[cfg(feature = "ssr")]
-mod server {
+pub(crate) mod server {
     use std::sync::Arc;
 
     use leptos::prelude::*;
@@ -54,13 +55,18 @@ mod server {
         use_context::<Arc<dyn ConsolePort>>().ok_or_else(|| fail(500, "console port missing"))
     }
 
-    /// A failure, with its status set on the response.
-    pub fn fail(status: u16, message: impl Into<String>) -> Failure {
+    /// Sets the HTTP status of the server function's response.
+    pub fn set_status(status: u16) {
         if let Some(options) = use_context::<leptos_axum::ResponseOptions>() {
             if let Ok(code) = http::StatusCode::from_u16(status) {
                 options.set_status(code);
             }
         }
+    }
+
+    /// A failure, with its status set on the response.
+    pub fn fail(status: u16, message: impl Into<String>) -> Failure {
+        set_status(status);
         Failure {
             status,
             message: message.into(),

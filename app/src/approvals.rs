@@ -110,13 +110,9 @@ mod server {
     use leptos::prelude::*;
 
     use super::port::ApprovalsPort;
-    use crate::dto::Viewer;
+    use crate::api::server::set_status;
+    pub use crate::api::server::viewer;
     use crate::port::ConsoleError;
-
-    pub fn viewer() -> Option<Viewer> {
-        use_context::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Viewer>().cloned())
-    }
 
     pub fn port() -> Result<Arc<dyn ApprovalsPort>, ServerFnError> {
         use_context::<Arc<dyn ApprovalsPort>>()
@@ -124,11 +120,7 @@ mod server {
     }
 
     pub fn fail(err: ConsoleError) -> ServerFnError {
-        if let Some(options) = use_context::<leptos_axum::ResponseOptions>() {
-            if let Ok(code) = http::StatusCode::from_u16(err.status) {
-                options.set_status(code);
-            }
-        }
+        set_status(err.status);
         ServerFnError::new(err.message)
     }
 }

@@ -124,7 +124,9 @@ async fn run_deliveries(
     Ok(Json(state.deliveries.for_run(viewer.as_ref(), &id).await?))
 }
 
-async fn retry_delivery(
+/// The one manual-retry handler, mounted here and on the admin API's
+/// `/notification-outbox/{event_id}/retry`.
+pub(super) async fn retry_delivery(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
     Path(event_id): Path<String>,

@@ -73,6 +73,15 @@ fn check_fields(fields: &serde_json::Map<String, serde_json::Value>) -> Result<(
     Ok(())
 }
 
+/// The record `id` if it exists under `object`: an id of another object's record is
+/// as unknown as a missing one.
+fn of_object(record: Option<Record>, object: &str, id: &str) -> Result<Record, ServiceError> {
+    match record {
+        Some(record) if record.object == object => Ok(record),
+        _ => Err(ServiceError::NotFound(format!("{object} record {id:?}"))),
+    }
+}
+
 impl RecordService {
     pub fn new(store: SqlStore) -> Self {
         RecordService { store }
@@ -124,10 +133,8 @@ impl RecordService {
         id: &str,
     ) -> Result<RecordView, ServiceError> {
         Self::require_read(viewer, object)?;
-        match self.store.get_record(id).await? {
-            Some(record) if record.object == object => Ok(view(record)),
-            _ => Err(ServiceError::NotFound(format!("{object} record {id:?}"))),
-        }
+        let record = of_object(self.store.get_record(id).await?, object, id)?;
+        Ok(view(record))
     }
 
     pub async fn list(
@@ -153,10 +160,7 @@ impl RecordService {
         let viewer = Self::require_write(viewer, object)?;
         check_fields(&input.fields)?;
         let mut tx = self.store.begin_tx().await?;
-        let record = match self.store.lock_record(&mut tx, id).await? {
-            Some(record) if record.object == object => record,
-            _ => return Err(ServiceError::NotFound(format!("{object} record {id:?}"))),
-        };
+        let record = of_object(self.store.lock_record(&mut tx, id).await?, object, id)?;
         let mut fields = record.fields.clone();
         for (k, v) in input.fields {
             fields.insert(k, v);

@@ -139,6 +139,15 @@ fn deal_definition() -> DefinitionSpec {
 }
 
 impl Fixture {
+    /// Runs one statement with one bound id, written with `?` placeholders.
+    async fn exec(&self, sql: &str, id: &str) {
+        sqlx::query(&self.store.engine().sql(sql))
+            .bind(id)
+            .execute(self.store.pool())
+            .await
+            .unwrap();
+    }
+
     async fn record(&self, object: &str, fields: Value) -> String {
         let Value::Object(fields) = fields else {
             panic!("fields")
@@ -387,16 +396,7 @@ async fn a_failing_replay_retries_to_exhaustion_and_is_shelved_with_alerted_at(d
     let (account, _deal, approval) = f.submitted().await;
     f.approvals.recall(Some(&alice()), &approval).await.unwrap();
     // The frozen target disappears: every replay attempt fails.
-    let sql = f
-        .store
-        .engine()
-        .sql("DELETE FROM records WHERE id = ?")
-        .into_owned();
-    sqlx::query(&sql)
-        .bind(&account)
-        .execute(f.store.pool())
-        .await
-        .unwrap();
+    f.exec("DELETE FROM records WHERE id = ?", &account).await;
     let event_id = f.replay_event(&approval).await.event_id;
     let failed = f
         .replay_until(&f.store, &event_id, DeliveryStatus::Failed)
@@ -487,16 +487,7 @@ async fn replay_backoff_follows_the_configured_policy(db: &TestDb) {
     // A slow policy on a failing replay: after the first attempt the event waits.
     let (account, _deal, approval) = f.submitted().await;
     f.approvals.recall(Some(&alice()), &approval).await.unwrap();
-    let sql = f
-        .store
-        .engine()
-        .sql("DELETE FROM records WHERE id = ?")
-        .into_owned();
-    sqlx::query(&sql)
-        .bind(&account)
-        .execute(f.store.pool())
-        .await
-        .unwrap();
+    f.exec("DELETE FROM records WHERE id = ?", &account).await;
     let event_id = f.replay_event(&approval).await.event_id;
     let slow = RetryPolicy {
         initial_backoff: Duration::from_secs(600),
@@ -746,6 +737,23 @@ async fn permissions_and_system_objects_are_enforced(db: &TestDb) {
         .await
         .unwrap();
     assert_eq!(reader_write.id, deal);
+    // A record id under another object is as unknown as a missing one, read or written.
+    let elsewhere = f.records.get(Some(&boss()), "Account", &deal).await;
+    assert!(
+        matches!(elsewhere, Err(ServiceError::NotFound(_))),
+        "{elsewhere:?}"
+    );
+    let Value::Object(fields) = json!({ "Status": "moved" }) else {
+        unreachable!()
+    };
+    let elsewhere = f
+        .records
+        .update(Some(&boss()), "Account", &deal, RecordInput { fields })
+        .await;
+    assert!(
+        matches!(elsewhere, Err(ServiceError::NotFound(_))),
+        "{elsewhere:?}"
+    );
     f.close().await;
 }
 
@@ -827,16 +835,8 @@ async fn a_failed_replay_is_retried_through_the_one_retry_entry_point(db: &TestD
     let f = fixture(db).await;
     let (account, _deal, approval) = f.submitted().await;
     f.approvals.recall(Some(&alice()), &approval).await.unwrap();
-    let sql = f
-        .store
-        .engine()
-        .sql("UPDATE records SET object = 'Gone' WHERE id = ?")
-        .into_owned();
-    sqlx::query(&sql)
-        .bind(&account)
-        .execute(f.store.pool())
-        .await
-        .unwrap();
+    f.exec("UPDATE records SET object = 'Gone' WHERE id = ?", &account)
+        .await;
     let event_id = f.replay_event(&approval).await.event_id;
     let failed = f
         .replay_until(&f.store, &event_id, DeliveryStatus::Failed)
@@ -846,16 +846,11 @@ async fn a_failed_replay_is_retried_through_the_one_retry_entry_point(db: &TestD
         .unwrap()
         .contains("not the frozen Account"));
     // The cause is fixed; the operator retries through DeliveryService::retry.
-    let sql = f
-        .store
-        .engine()
-        .sql("UPDATE records SET object = 'Account' WHERE id = ?")
-        .into_owned();
-    sqlx::query(&sql)
-        .bind(&account)
-        .execute(f.store.pool())
-        .await
-        .unwrap();
+    f.exec(
+        "UPDATE records SET object = 'Account' WHERE id = ?",
+        &account,
+    )
+    .await;
     let mut registry = Registry::new();
     registry.register(
         kinds::FIELD_UPDATE,
@@ -939,16 +934,11 @@ async fn a_replay_whose_last_lease_expires_is_failed_by_the_sweep_and_counted(db
     let (_account, _deal, approval) = f.submitted().await;
     f.approvals.recall(Some(&alice()), &approval).await.unwrap();
     let event_id = f.replay_event(&approval).await.event_id;
-    let sql = f
-        .store
-        .engine()
-        .sql("UPDATE outbox_events SET cycle_attempts = max_attempts - 1 WHERE event_id = ?")
-        .into_owned();
-    sqlx::query(&sql)
-        .bind(&event_id)
-        .execute(f.store.pool())
-        .await
-        .unwrap();
+    f.exec(
+        "UPDATE outbox_events SET cycle_attempts = max_attempts - 1 WHERE event_id = ?",
+        &event_id,
+    )
+    .await;
     // A worker claims the last attempt and dies with it.
     let claimed = f
         .store

@@ -8,14 +8,14 @@
 //! the marker and sleep at that stage.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use app::dto::{DeliveryStatus, Role};
 use herald::store::ports::OutboxStore;
 use herald::store::{Engine, SqlStore};
 use serde_json::{json, Value};
 
-use crate::support::{api_token, HeraldProcess, TestDb};
+use crate::support::{api_token, free_port, wait_for, wait_ready, HeraldProcess, TestDb};
 
 const CONFIG: &str = r#"
 worker_poll_interval_ms = 50
@@ -37,14 +37,6 @@ id = "acct"
 field_path = "Account.Status"
 value = "Prospect"
 "#;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct Scene {
     db: TestDb,
@@ -90,16 +82,7 @@ impl Scene {
             env,
         );
         let base = format!("http://{listen}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(resp) = self.client.get(format!("{base}/readyz")).send().await {
-                if resp.status().is_success() {
-                    break;
-                }
-            }
-            assert!(Instant::now() < deadline, "herald serve did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_ready(&self.client, &base).await;
         (herald, base)
     }
 
@@ -175,14 +158,12 @@ impl Scene {
     /// the target holds the value, written exactly once.
     async fn recover_and_check(&self, account: &str, event_id: &str) {
         let (herald, _base) = self.spawn("50", &[]).await;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while self.event_status(event_id).await != DeliveryStatus::Completed {
-            assert!(
-                Instant::now() < deadline,
-                "the replay never completed after the restart"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_for(
+            "the replay to complete after the restart",
+            Duration::from_secs(30),
+            async || self.event_status(event_id).await == DeliveryStatus::Completed,
+        )
+        .await;
         // Give a duplicate replay the chance to show itself.
         tokio::time::sleep(Duration::from_millis(500)).await;
         drop(herald);
@@ -199,14 +180,12 @@ impl Scene {
 }
 
 async fn wait_marker(marker: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !marker.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the replay never reached the pause"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for(
+        "the replay to reach the pause",
+        Duration::from_secs(30),
+        async || marker.exists(),
+    )
+    .await;
 }
 
 /// Kills a process paused at `stage`, returns what the store showed at the kill.

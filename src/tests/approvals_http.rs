@@ -8,7 +8,7 @@ use app::dto::Role;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::support::{api_token, Receiver, TestServer};
+use crate::support::{api_token, metrics_with, wait_for, Receiver, TestServer};
 
 fn config(receiver: &Receiver) -> tempfile::NamedTempFile {
     let text = format!(
@@ -88,6 +88,33 @@ impl Api {
         self.call(reqwest::Method::GET, token, path, None).await
     }
 
+    /// Creates a record of `object` with `fields` (201 expected) and returns its id.
+    async fn create(&self, token: &str, object: &str, fields: Value) -> String {
+        let (status, record) = self
+            .post(
+                token,
+                &format!("/api/v1/records/{object}"),
+                json!({ "fields": fields }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{record}");
+        record["id"].as_str().unwrap().to_string()
+    }
+
+    /// Submits the record `deal` for the `deal` approval (201 expected) and returns
+    /// the approval's id.
+    async fn submit(&self, token: &str, deal: &str) -> String {
+        let (status, approval) = self
+            .post(
+                token,
+                "/api/v1/approvals",
+                json!({"definition_id": "deal", "record_id": deal}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{approval}");
+        approval["id"].as_str().unwrap().to_string()
+    }
+
     async fn event_status(&self, token: &str, approval: &str, event_id: &str) -> Value {
         let (_, detail) = self
             .get(token, &format!("/api/v1/approvals/{approval}"))
@@ -136,24 +163,20 @@ async fn submit_prompts_the_approver_then_recall_replays_the_field_update() {
     let (server, _file, api) = start(&receiver).await;
     let operator = api_token(&server.db.url, Role::Operator).await;
 
-    let (status, account) = api
-        .post(
+    let account = api
+        .create(
             &operator,
-            "/api/v1/records/Account",
-            json!({"fields": {"Name": "Acme", "Status": "Customer"}}),
+            "Account",
+            json!({"Name": "Acme", "Status": "Customer"}),
         )
         .await;
-    assert_eq!(status, StatusCode::CREATED, "{account}");
-    let account = account["id"].as_str().unwrap().to_string();
-    let (status, deal) = api
-        .post(
+    let deal = api
+        .create(
             &operator,
-            "/api/v1/records/Opportunity",
-            json!({"fields": {"Name": "Big", "AccountId": account}}),
+            "Opportunity",
+            json!({"Name": "Big", "AccountId": account}),
         )
         .await;
-    assert_eq!(status, StatusCode::CREATED);
-    let deal = deal["id"].as_str().unwrap().to_string();
 
     let (status, approval) = api
         .post(
@@ -206,19 +229,7 @@ async fn submit_prompts_the_approver_then_recall_replays_the_field_update() {
     // Metrics: fixed sources, kinds partitioned, replay counters.
     let wanted =
         "herald_outbox_events{kind=\"field_update\",source=\"approvals\",status=\"completed\"} 1";
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let metrics = loop {
-        let text = reqwest::get(server.url("/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if text.contains(wanted) || Instant::now() > deadline {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let metrics = metrics_with(&server.url(""), wanted, Duration::from_secs(5)).await;
     assert!(metrics.contains(wanted), "{metrics}");
     assert!(metrics.contains(
         "herald_approval_action_replay_attempts_total{lifecycle_event=\"recall\",outcome=\"completed\"} 1"
@@ -241,28 +252,17 @@ async fn a_decided_approvals_undelivered_prompt_ends_skipped_and_is_never_resent
     let (server, _file, api) = start(&receiver).await;
     let operator = api_token(&server.db.url, Role::Operator).await;
     let admin = api_token(&server.db.url, Role::Admin).await;
-    let (_, deal) = api
-        .post(
-            &operator,
-            "/api/v1/records/Opportunity",
-            json!({"fields": {"Name": "Small"}}),
-        )
+    let deal = api
+        .create(&operator, "Opportunity", json!({"Name": "Small"}))
         .await;
-    let deal = deal["id"].as_str().unwrap().to_string();
-    let (_, approval) = api
-        .post(
-            &operator,
-            "/api/v1/approvals",
-            json!({"definition_id": "deal", "record_id": deal}),
-        )
-        .await;
-    let id = approval["id"].as_str().unwrap().to_string();
+    let id = api.submit(&operator, &deal).await;
     let prompt = format!("approval_{id}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while receiver.answered().is_empty() {
-        assert!(Instant::now() < deadline, "the prompt was never attempted");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for(
+        "the prompt to be attempted",
+        Duration::from_secs(10),
+        async || !receiver.answered().is_empty(),
+    )
+    .await;
     api.wait_event(&operator, &id, &prompt, "pending").await;
 
     // The operator is not the step's approver; the admin is.
@@ -397,6 +397,32 @@ async fn bad_requests_and_forbidden_calls_are_answered_with_messages_that_name_t
         .post(&operator, "/api/v1/approvals/unknown/recall", json!({}))
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // The console's server functions answer with the same statuses.
+    let reader_browser = server.session(Role::Reader).await;
+    let operator_browser = server.session(Role::Operator).await;
+    let approval = api.submit(&operator, deal["id"].as_str().unwrap()).await;
+    let forged = reader_browser
+        .post(server.url("/console-api/approval-action"))
+        .form(&[("id", approval.as_str()), ("action", "approve")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    let unknown = operator_browser
+        .post(server.url("/console-api/approval"))
+        .form(&[("id", "unknown")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    let listed = operator_browser
+        .post(server.url("/console-api/approvals"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), StatusCode::OK);
+    assert!(listed.text().await.unwrap().contains(&approval));
     receiver.stop();
     server.stop().await;
 }
@@ -404,21 +430,12 @@ async fn bad_requests_and_forbidden_calls_are_answered_with_messages_that_name_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_gauge_of_every_fixed_source_and_kind_exists_from_start_up() {
     let server = TestServer::start().await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let metrics = loop {
-        let text = reqwest::get(server.url("/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if text.contains("herald_outbox_available{source=\"approvals\"} 1")
-            || Instant::now() > deadline
-        {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let metrics = metrics_with(
+        &server.url(""),
+        "herald_outbox_available{source=\"approvals\"} 1",
+        Duration::from_secs(10),
+    )
+    .await;
     for (source, kinds) in [
         ("jobs", &["callback", "delivery", "dead_letter"][..]),
         (
@@ -467,30 +484,13 @@ async fn two_databases(jobs: herald::store::Engine, approvals: herald::store::En
         client: reqwest::Client::new(),
     };
     let operator = api_token(&server.db.url, Role::Operator).await;
-    let (_, account) = api
-        .post(
-            &operator,
-            "/api/v1/records/Account",
-            json!({"fields": {"Status": "Customer"}}),
-        )
+    let account = api
+        .create(&operator, "Account", json!({"Status": "Customer"}))
         .await;
-    let account = account["id"].as_str().unwrap().to_string();
-    let (_, deal) = api
-        .post(
-            &operator,
-            "/api/v1/records/Opportunity",
-            json!({"fields": {"AccountId": account}}),
-        )
+    let deal = api
+        .create(&operator, "Opportunity", json!({"AccountId": account}))
         .await;
-    let (status, approval) = api
-        .post(
-            &operator,
-            "/api/v1/approvals",
-            json!({"definition_id": "deal", "record_id": deal["id"]}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{approval}");
-    let id = approval["id"].as_str().unwrap().to_string();
+    let id = api.submit(&operator, &deal).await;
     api.wait_event(&operator, &id, &format!("approval_{id}"), "completed")
         .await;
     let (_, recalled) = api

@@ -12,8 +12,8 @@ use herald::store::ports::{
 };
 use herald::store::SqlStore;
 
-use crate::outbox_contract::{claim, claim_request, enqueue, event, settle_retrying, settlement};
-use crate::support::TestDb;
+use crate::outbox_contract::{event, settle_retrying};
+use crate::support::{claim, claim_request, enqueue, settlement, TestDb};
 
 crate::contract_tests!(
     delivery_counts_of_a_page_of_runs_come_from_one_grouped_query,

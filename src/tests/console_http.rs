@@ -13,38 +13,6 @@ use crate::support::{Receiver, TestServer};
 
 const CALLBACK_SECRET: &str = "whsec_Y2FsbGJhY2stc2VjcmV0LWZvci10ZXN0cw==";
 
-async fn token(server: &TestServer, role: Role) -> String {
-    crate::support::api_token(&server.db.url, role).await
-}
-
-/// A signed-in browser-like client of a new user with `role`.
-async fn session(server: &TestServer, role: Role) -> reqwest::Client {
-    let settings = herald::config::Settings::resolve(&herald::config::SettingsArgs {
-        database_url: Some(server.db.url.clone()),
-        ..Default::default()
-    })
-    .unwrap();
-    let store = herald::server::open_store(&settings).await.unwrap();
-    let name = format!("{}-{}", role.as_str(), uuid::Uuid::new_v4().simple());
-    herald::server::account_service(&store, &settings)
-        .add_user(None, &name, "a-long-password-1", role)
-        .await
-        .unwrap();
-    store.close().await;
-    let browser = server.browser();
-    let resp = browser
-        .post(server.url("/auth/login"))
-        .form(&[
-            ("username", name.as_str()),
-            ("password", "a-long-password-1"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
-    browser
-}
-
 async fn start_with_receiver(receiver: &Receiver) -> TestServer {
     std::env::set_var("HERALD_TEST_CALLBACK_SECRET", CALLBACK_SECRET);
     let _ = receiver;
@@ -64,8 +32,13 @@ async fn json_of(resp: reqwest::Response) -> (StatusCode, Value) {
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
+/// A GET with a bearer token: its status and JSON body.
+async fn get_json(client: &reqwest::Client, url: String, bearer: &str) -> (StatusCode, Value) {
+    json_of(client.get(url).bearer_auth(bearer).send().await.unwrap()).await
+}
+
 /// Polls the admin listing until `n` events are in `status`.
-async fn wait_for(
+async fn wait_listed(
     client: &reqwest::Client,
     server: &TestServer,
     bearer: &str,
@@ -74,13 +47,10 @@ async fn wait_for(
 ) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let (_, page) = json_of(
-            client
-                .get(server.url(&format!("/admin/api/notification-outbox?status={status}")))
-                .bearer_auth(bearer)
-                .send()
-                .await
-                .unwrap(),
+        let (_, page) = get_json(
+            client,
+            server.url(&format!("/admin/api/notification-outbox?status={status}")),
+            bearer,
         )
         .await;
         let events = page["events"].as_array().cloned().unwrap_or_default();
@@ -116,7 +86,7 @@ async fn anonymous_state_changing_requests_are_401_before_any_csrf_check() {
         assert_eq!(body["error"], "unauthenticated", "{path}");
     }
     // A cookie-borne request from another origin is still refused as CSRF.
-    let admin = session(&server, Role::Admin).await;
+    let admin = server.session(Role::Admin).await;
     let forged = admin
         .post(server.url("/admin/api/notification-outbox/x/retry"))
         .header("origin", "http://evil.example")
@@ -158,7 +128,7 @@ async fn unknown_addresses_get_designed_pages_and_api_paths_stay_json() {
     let run_page = client.get(server.url("/runs/0000")).send().await.unwrap();
     assert_eq!(run_page.status(), StatusCode::SEE_OTHER);
 
-    let admin = session(&server, Role::Admin).await;
+    let admin = server.session(Role::Admin).await;
     let missing = admin
         .get(server.url("/runs/no-such-run"))
         .send()
@@ -169,7 +139,7 @@ async fn unknown_addresses_get_designed_pages_and_api_paths_stay_json() {
     assert!(html.contains("Run not found"), "{html}");
     assert!(html.contains("no-such-run"));
 
-    let reader = session(&server, Role::Reader).await;
+    let reader = server.session(Role::Reader).await;
     let audit = reader.get(server.url("/audit")).send().await.unwrap();
     assert_eq!(audit.status(), StatusCode::FORBIDDEN);
     assert!(audit
@@ -177,7 +147,7 @@ async fn unknown_addresses_get_designed_pages_and_api_paths_stay_json() {
         .await
         .unwrap()
         .contains("You do not have access to this page"));
-    let operator = session(&server, Role::Operator).await;
+    let operator = server.session(Role::Operator).await;
     let audit = operator.get(server.url("/audit")).send().await.unwrap();
     assert_eq!(audit.status(), StatusCode::OK);
     assert!(audit.text().await.unwrap().contains("No retries yet"));
@@ -190,9 +160,9 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
     receiver.set_status(400);
     let server = start_with_receiver(&receiver).await;
     let client = reqwest::Client::new();
-    let operator = token(&server, Role::Operator).await;
-    let reader = token(&server, Role::Reader).await;
-    let admin = token(&server, Role::Admin).await;
+    let operator = server.token(Role::Operator).await;
+    let reader = server.token(Role::Reader).await;
+    let admin = server.token(Role::Admin).await;
 
     let mut runs = Vec::new();
     for tenant in ["acme", "acme", "globex"] {
@@ -223,7 +193,7 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
         runs.push(id);
     }
     // The receiver refuses with 400: a permanent failure.
-    wait_for(&client, &server, &reader, "failed", 3).await;
+    wait_listed(&client, &server, &reader, "failed", 3).await;
 
     // Readers list every event, redacted: the destination's origin, never its path,
     // query, secret reference or payload.
@@ -288,13 +258,10 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
     .await;
     assert_eq!(one["events"].as_array().unwrap().len(), 1);
     assert_eq!(one["events"][0]["parent_id"], runs[1].as_str());
-    let (_, first) = json_of(
-        client
-            .get(server.url("/admin/api/notification-outbox?limit=2"))
-            .bearer_auth(&reader)
-            .send()
-            .await
-            .unwrap(),
+    let (_, first) = get_json(
+        &client,
+        server.url("/admin/api/notification-outbox?limit=2"),
+        &reader,
     )
     .await;
     let cursor = first["next_cursor"].as_str().expect("a second page");
@@ -327,25 +294,19 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
         ("after=garbage", "after"),
         ("limit=0", "limit"),
     ] {
-        let (status, body) = json_of(
-            client
-                .get(server.url(&format!("/admin/api/notification-outbox?{query}")))
-                .bearer_auth(&reader)
-                .send()
-                .await
-                .unwrap(),
+        let (status, body) = get_json(
+            &client,
+            server.url(&format!("/admin/api/notification-outbox?{query}")),
+            &reader,
         )
         .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
         assert_eq!(body["field"], field, "{query}: {body}");
     }
-    let (status, body) = json_of(
-        client
-            .get(server.url("/admin/api/notification-outbox?colour=red"))
-            .bearer_auth(&reader)
-            .send()
-            .await
-            .unwrap(),
+    let (status, body) = get_json(
+        &client,
+        server.url("/admin/api/notification-outbox?colour=red"),
+        &reader,
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -355,13 +316,10 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
     );
 
     // The runs list carries delivery summaries and filters by delivery state.
-    let (_, attention) = json_of(
-        client
-            .get(server.url("/api/v1/runs?delivery=needs_attention&tenant=acme"))
-            .bearer_auth(&reader)
-            .send()
-            .await
-            .unwrap(),
+    let (_, attention) = get_json(
+        &client,
+        server.url("/api/v1/runs?delivery=needs_attention&tenant=acme"),
+        &reader,
     )
     .await;
     let listed = attention["runs"].as_array().unwrap();
@@ -374,13 +332,10 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
         ("delivery=bogus", "delivery"),
         ("created_from=yesterday", "created_from"),
     ] {
-        let (status, body) = json_of(
-            client
-                .get(server.url(&format!("/api/v1/runs?{query}")))
-                .bearer_auth(&reader)
-                .send()
-                .await
-                .unwrap(),
+        let (status, body) = get_json(
+            &client,
+            server.url(&format!("/api/v1/runs?{query}")),
+            &reader,
         )
         .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
@@ -456,7 +411,7 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
     assert!(
         ["pending", "processing", "completed"].contains(&stale["current_status"].as_str().unwrap())
     );
-    let done = wait_for(&client, &server, &admin, "completed", 1).await;
+    let done = wait_listed(&client, &server, &admin, "completed", 1).await;
     assert_eq!(done[0]["event_id"], event_id.as_str());
     assert_eq!(done[0]["attempts"], 2, "cumulative attempts kept");
 
@@ -476,7 +431,7 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
 
     // The console's server functions: a reader's forged retry is refused by the
     // server itself; reads are redacted for readers.
-    let reader_browser = session(&server, Role::Reader).await;
+    let reader_browser = server.session(Role::Reader).await;
     let third = events[2]["event_id"].as_str().unwrap().to_string();
     let command = json!({"command": {"event_id": third, "kind": "callback",
         "expected_status": "failed", "allow_uncertain": false}});
@@ -506,7 +461,7 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
     assert_eq!(view["deliveries"][0]["can_retry"], false);
     assert_eq!(view["deliveries"][0]["timeline"][0]["status_code"], 400);
     assert!(!view.to_string().contains("s3cr3t-query"));
-    let admin_browser = session(&server, Role::Admin).await;
+    let admin_browser = server.session(Role::Admin).await;
     let (_, admin_view) = json_of(
         admin_browser
             .post(server.url("/console-api/run"))
@@ -521,7 +476,7 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
         .unwrap()
         .contains("private-result"));
     assert_eq!(admin_view["deliveries"][0]["can_retry"], true);
-    let operator_browser = session(&server, Role::Operator).await;
+    let operator_browser = server.session(Role::Operator).await;
     let allowed = operator_browser
         .post(server.url("/console-api/retry"))
         .json(&command)
@@ -591,7 +546,7 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
     })
     .await;
     let client = reqwest::Client::new();
-    let operator = token(&server, Role::Operator).await;
+    let operator = server.token(Role::Operator).await;
     let make = |callback: Option<String>, routes: Vec<&'static str>| {
         let client = client.clone();
         let operator = operator.clone();
@@ -624,11 +579,11 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
     make(Some(hooks.url()), vec![]).await;
     make(Some(hooks.url()), vec![]).await;
     make(None, vec!["ops-chat"]).await;
-    wait_for(&client, &server, &operator, "failed", 2).await;
-    wait_for(&client, &server, &operator, "uncertain", 1).await;
+    wait_listed(&client, &server, &operator, "failed", 2).await;
+    wait_listed(&client, &server, &operator, "uncertain", 1).await;
 
     let query = json!({"query": {"status": "needs_attention"}});
-    let reader = session(&server, Role::Reader).await;
+    let reader = server.session(Role::Reader).await;
     let refused = reader
         .post(server.url("/console-api/bulk-preview"))
         .json(&query)
@@ -637,7 +592,7 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
         .unwrap();
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
 
-    let operator_browser = session(&server, Role::Operator).await;
+    let operator_browser = server.session(Role::Operator).await;
     let (status, preview) = json_of(
         operator_browser
             .post(server.url("/console-api/bulk-preview"))
@@ -669,8 +624,8 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
         "the uncertain one needs the acknowledgement"
     );
     assert_eq!(outcome["changed"], 0);
-    wait_for(&client, &server, &operator, "completed", 2).await;
-    let unsure = wait_for(&client, &server, &operator, "uncertain", 1).await;
+    wait_listed(&client, &server, &operator, "completed", 2).await;
+    let unsure = wait_listed(&client, &server, &operator, "uncertain", 1).await;
     assert_eq!(unsure.len(), 1, "left alone");
 
     let (_, outcome) = json_of(
@@ -683,7 +638,7 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
     )
     .await;
     assert_eq!(outcome["retried"], 1);
-    wait_for(&client, &server, &operator, "completed", 3).await;
+    wait_listed(&client, &server, &operator, "completed", 3).await;
 
     let (_, trail) = json_of(
         operator_browser
@@ -712,7 +667,7 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
 async fn a_server_error_is_a_designed_page_that_leaks_nothing() {
     use sqlx::{Connection, Executor};
     let server = TestServer::start().await;
-    let admin = session(&server, Role::Admin).await;
+    let admin = server.session(Role::Admin).await;
     assert_eq!(
         admin
             .get(server.url("/runs"))

@@ -10,14 +10,14 @@ use std::time::Duration;
 use app::dto::{DeliveryStatus, Role, RunStatus, Viewer};
 use herald::config::{Settings, SettingsArgs};
 use herald::notifications::NotificationPlanner;
-use herald::outbox::model::{ClaimedEvent, NewEvent, Settle, Settlement, Source};
+use herald::outbox::model::{NewEvent, Settle, Source};
 use herald::service::runs::{RunService, TransitionRequest};
 use herald::service::ServiceError;
-use herald::store::ports::{ClaimRequest, NewRun, OutboxStore, RunRepository};
+use herald::store::ports::{NewRun, OutboxStore, RunRepository};
 use herald::store::{Engine, SqlStore};
 use sqlx::Executor;
 
-use crate::support::TestDb;
+use crate::support::{claim, claim_request, enqueue, settlement, TestDb};
 
 crate::contract_tests!(
     a_token_correct_write_after_the_lease_expired_is_refused,
@@ -40,52 +40,6 @@ fn event(id: &str, redeliverable: bool, max_attempts: u32) -> NewEvent {
         max_attempts,
         delay_ms: 0,
     }
-}
-
-fn claim_request(limit: u32, lease_ms: i64) -> ClaimRequest {
-    ClaimRequest {
-        lease_token: uuid::Uuid::new_v4().simple().to_string(),
-        holder: "gaps-worker".into(),
-        limit,
-        kinds: vec!["test".into()],
-        lease_ms_by_kind: vec![("test".into(), lease_ms)],
-        default_lease_ms: lease_ms,
-    }
-}
-
-fn settlement(event: &ClaimedEvent, settle: Settle) -> Settlement {
-    Settlement {
-        event_id: event.event_id.clone(),
-        kind: event.kind.clone(),
-        lease_token: event.lease_token.clone(),
-        attempt: event.attempts,
-        cycle: event.cycle,
-        worker: "gaps-worker".into(),
-        started_at_ms: 0,
-        finished_at_ms: 1,
-        settle,
-        status_code: None,
-        error: Some("late".into()),
-        dead_letter_event: None,
-    }
-}
-
-async fn enqueue(store: &SqlStore, events: &[NewEvent]) {
-    let mut tx = store.begin_write().await.unwrap();
-    for e in events {
-        store.enqueue_in(&mut tx, e).await.unwrap();
-    }
-    tx.commit().await.unwrap();
-}
-
-async fn claim(store: &SqlStore, request: &ClaimRequest) -> Vec<ClaimedEvent> {
-    for _ in 0..20 {
-        match store.claim(request).await {
-            Ok(events) => return events,
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-    panic!("claim kept failing");
 }
 
 async fn a_token_correct_write_after_the_lease_expired_is_refused(db: &TestDb) {

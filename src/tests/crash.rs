@@ -1,16 +1,15 @@
 //! Crash and drain, with real processes: `herald serve` is SIGKILLed mid-batch and
 //! restarted, or SIGTERMed with work in flight, against a real receiver on loopback.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use app::dto::DeliveryStatus;
 use herald::channels::webhook::WebhookPayload;
 use herald::outbox::model::{NewEvent, Source};
-use herald::store::ports::OutboxStore;
-use herald::store::{Engine, SqlStore};
+use herald::store::Engine;
 
-use crate::support::{HeraldProcess, Receiver, TestDb};
+use crate::support::{all_completed, enqueue, statuses, wait_for, HeraldProcess, Receiver, TestDb};
 
 pub(crate) fn callback(id: &str, url: &str) -> NewEvent {
     NewEvent {
@@ -29,35 +28,6 @@ pub(crate) fn callback(id: &str, url: &str) -> NewEvent {
         max_attempts: 6,
         delay_ms: 0,
     }
-}
-
-pub(crate) async fn enqueue_all(store: &SqlStore, events: &[NewEvent]) {
-    let mut tx = store.begin_write().await.unwrap();
-    for e in events {
-        store.enqueue_in(&mut tx, e).await.unwrap();
-    }
-    tx.commit().await.unwrap();
-}
-
-async fn statuses(store: &SqlStore) -> HashMap<String, DeliveryStatus> {
-    store
-        .events_for_parent("run", "crash-test")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.event_id, e.status))
-        .collect()
-}
-
-pub(crate) async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 pub(crate) fn worker_flags(lease_secs: &'static str) -> Vec<&'static str> {
@@ -90,7 +60,7 @@ async fn sigkill_mid_batch_loses_nothing_and_redelivers_with_the_same_id() {
     let events: Vec<NewEvent> = (0..40)
         .map(|i| callback(&format!("kill-{i:02}"), &receiver.url()))
         .collect();
-    enqueue_all(&store, &events).await;
+    enqueue(&store, &events).await;
 
     let herald = HeraldProcess::spawn(&db.url, &worker_flags("2"));
     wait_for(
@@ -100,7 +70,7 @@ async fn sigkill_mid_batch_loses_nothing_and_redelivers_with_the_same_id() {
     )
     .await;
     herald.kill();
-    let at_kill = statuses(&store).await;
+    let at_kill = statuses(&store, "crash-test").await;
     let arrived: HashSet<String> = receiver.arrivals().into_iter().collect();
     let completed_at_kill: HashSet<String> = at_kill
         .iter()
@@ -121,20 +91,12 @@ async fn sigkill_mid_batch_loses_nothing_and_redelivers_with_the_same_id() {
     wait_for(
         "every event completed",
         Duration::from_secs(60),
-        async || {
-            statuses(&store)
-                .await
-                .values()
-                .all(|s| *s == DeliveryStatus::Completed)
-        },
+        async || all_completed(&store, "crash-test").await,
     )
     .await;
     drop(herald);
 
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for id in receiver.arrivals() {
-        *seen.entry(id).or_default() += 1;
-    }
+    let seen = receiver.arrivals_per_event();
     for event in &events {
         assert!(
             seen.contains_key(&event.event_id),
@@ -171,7 +133,7 @@ async fn sigterm_drains_work_in_flight_then_exits_zero() {
     let events: Vec<NewEvent> = (0..5)
         .map(|i| callback(&format!("drain-{i}"), &receiver.url()))
         .collect();
-    enqueue_all(&store, &events).await;
+    enqueue(&store, &events).await;
 
     let mut flags = worker_flags("30");
     flags.extend(["--drain-deadline-secs", "20"]);
@@ -191,7 +153,7 @@ async fn sigterm_drains_work_in_flight_then_exits_zero() {
         "it waited for the work in flight"
     );
 
-    let after = statuses(&store).await;
+    let after = statuses(&store, "crash-test").await;
     assert!(
         after.values().all(|s| *s == DeliveryStatus::Completed),
         "{after:?}"

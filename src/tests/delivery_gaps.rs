@@ -5,7 +5,6 @@
 //! store is down), `Retry-After` in seconds and as an HTTP date as stored, a 3xx
 //! being permanent and never followed, and connection refused being retried.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -19,36 +18,19 @@ use herald::store::ports::{ClaimRequest, OutboxStore};
 use herald::store::{Engine, SqlStore};
 use sqlx::Executor;
 
-use crate::crash::{callback, enqueue_all, wait_for, worker_flags};
-use crate::support::{HeraldProcess, Receiver, TestDb};
+use crate::crash::{callback, worker_flags};
+use crate::support::{
+    all_completed, enqueue, free_port, parented, statuses, wait_for, wait_ready, HeraldProcess,
+    Receiver, TestDb,
+};
+
+/// The run every event of this file is filed under.
+const PARENT: &str = "delivery-gaps";
 
 crate::contract_tests!(
     a_heartbeat_keeps_the_lease_of_a_handler_slower_than_the_lease,
     three_processes_claiming_one_store_deliver_each_event_once,
 );
-
-fn parented(mut event: NewEvent) -> NewEvent {
-    event.parent_id = "delivery-gaps".into();
-    event
-}
-
-async fn statuses(store: &SqlStore) -> HashMap<String, DeliveryStatus> {
-    store
-        .events_for_parent("run", "delivery-gaps")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.event_id, e.status))
-        .collect()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Flags for one process on a known port.
 fn flags_on(port: u16, lease_secs: &'static str) -> Vec<String> {
@@ -66,16 +48,15 @@ fn spawn(db: &TestDb, flags: &[String]) -> HeraldProcess {
     HeraldProcess::spawn(&db.url, &flags)
 }
 
-/// A GET to a process on loopback.
-async fn get(port: u16, path: &str) -> Option<reqwest::Response> {
+/// The Prometheus text of a process on loopback, if it answers.
+async fn metrics(port: u16) -> Option<String> {
     herald::channels::install_crypto_provider();
-    reqwest::get(format!("http://127.0.0.1:{port}{path}"))
+    reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .ok()?
+        .text()
         .await
         .ok()
-}
-
-async fn metrics(port: u16) -> Option<String> {
-    get(port, "/metrics").await?.text().await.ok()
 }
 
 async fn a_heartbeat_keeps_the_lease_of_a_handler_slower_than_the_lease(db: &TestDb) {
@@ -83,10 +64,14 @@ async fn a_heartbeat_keeps_the_lease_of_a_handler_slower_than_the_lease(db: &Tes
     let receiver = Receiver::start().await;
     // The receiver takes three leases' time to answer.
     receiver.set_hold(Duration::from_millis(3000));
-    enqueue_all(&store, &[parented(callback("slow-one", &receiver.url()))]).await;
+    enqueue(
+        &store,
+        &[parented(callback("slow-one", &receiver.url()), PARENT)],
+    )
+    .await;
     let herald = HeraldProcess::spawn(&db.url, &worker_flags("1"));
     wait_for("the slow delivery", Duration::from_secs(30), async || {
-        statuses(&store).await["slow-one"] == DeliveryStatus::Completed
+        statuses(&store, PARENT).await["slow-one"] == DeliveryStatus::Completed
     })
     .await;
     // Another lease's time: a lost lease would have been reclaimed and resent.
@@ -111,7 +96,7 @@ async fn three_processes_claiming_one_store_deliver_each_event_once(db: &TestDb)
     let receiver = Receiver::start().await;
     receiver.set_hold(Duration::from_millis(100));
     let events: Vec<NewEvent> = (0..90)
-        .map(|i| parented(callback(&format!("shared-{i:02}"), &receiver.url())))
+        .map(|i| parented(callback(&format!("shared-{i:02}"), &receiver.url()), PARENT))
         .collect();
     // The store is migrated (opening it migrates), so the three start together.
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
@@ -120,28 +105,20 @@ async fn three_processes_claiming_one_store_deliver_each_event_once(db: &TestDb)
         .map(|port| spawn(db, &flags_on(*port, "30")))
         .collect();
     for port in &ports {
-        wait_for("every process ready", Duration::from_secs(30), async || {
-            get(*port, "/readyz")
-                .await
-                .is_some_and(|r| r.status().is_success())
-        })
-        .await;
+        wait_ready(&reqwest::Client::new(), &format!("http://127.0.0.1:{port}")).await;
     }
-    enqueue_all(&store, &events).await;
+    enqueue(&store, &events).await;
     wait_for(
         "every event completed",
         Duration::from_secs(60),
         async || {
-            let now = statuses(&store).await;
+            let now = statuses(&store, PARENT).await;
             now.len() == 90 && now.values().all(|s| *s == DeliveryStatus::Completed)
         },
     )
     .await;
     drop(processes);
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for id in receiver.arrivals() {
-        *seen.entry(id).or_default() += 1;
-    }
+    let seen = receiver.arrivals_per_event();
     assert_eq!(seen.len(), 90);
     assert!(
         seen.values().all(|n| *n == 1),
@@ -168,9 +145,9 @@ async fn sigterm_with_work_not_yet_claimed_exits_zero_and_the_next_process_deliv
     let receiver = Receiver::start().await;
     receiver.set_hold(Duration::from_millis(1000));
     let events: Vec<NewEvent> = (0..6)
-        .map(|i| parented(callback(&format!("queued-{i}"), &receiver.url())))
+        .map(|i| parented(callback(&format!("queued-{i}"), &receiver.url()), PARENT))
         .collect();
-    enqueue_all(&store, &events).await;
+    enqueue(&store, &events).await;
     // One slot: the rest wait, due but unclaimed, while the first is in flight.
     let mut flags: Vec<String> = flags_on(free_port(), "30");
     for (flag, value) in [("--worker-concurrency", "1"), ("--worker-batch-size", "1")] {
@@ -186,7 +163,7 @@ async fn sigterm_with_work_not_yet_claimed_exits_zero_and_the_next_process_deliv
         .terminate(Duration::from_secs(20))
         .expect("herald exits after SIGTERM");
     assert!(status.success(), "exit status {status:?}");
-    let after = statuses(&store).await;
+    let after = statuses(&store, PARENT).await;
     let delivered = receiver.arrivals().len();
     assert!(delivered < 6, "the stop landed with work unclaimed");
     assert_eq!(
@@ -217,19 +194,11 @@ async fn sigterm_with_work_not_yet_claimed_exits_zero_and_the_next_process_deliv
     wait_for(
         "the next process delivers the rest",
         Duration::from_secs(30),
-        async || {
-            statuses(&store)
-                .await
-                .values()
-                .all(|s| *s == DeliveryStatus::Completed)
-        },
+        async || all_completed(&store, PARENT).await,
     )
     .await;
     drop(herald);
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for id in receiver.arrivals() {
-        *seen.entry(id).or_default() += 1;
-    }
+    let seen = receiver.arrivals_per_event();
     assert_eq!(seen.len(), 6, "nothing lost: {seen:?}");
     assert!(seen.values().all(|n| *n == 1), "nothing twice: {seen:?}");
     receiver.stop();
@@ -253,12 +222,12 @@ async fn exhaustion_reaches_the_log_the_counter_and_the_gauges_and_an_outage_rea
     let receiver = Receiver::start().await;
     receiver.set_status(503);
     // One event exhausts its cycle at the receiver (the worker's alert) ...
-    let mut refused = parented(callback("refused", &receiver.url()));
+    let mut refused = parented(callback("refused", &receiver.url()), PARENT);
     refused.max_attempts = 1;
     // ... and one is taken by a worker that dies on its last attempt (the sweep's).
-    let mut orphan = parented(callback("orphaned", &receiver.url()));
+    let mut orphan = parented(callback("orphaned", &receiver.url()), PARENT);
     orphan.max_attempts = 1;
-    enqueue_all(&store, &[orphan]).await;
+    enqueue(&store, &[orphan]).await;
     let dead_worker = ClaimRequest {
         lease_token: "dead-worker".into(),
         holder: "dead-worker".into(),
@@ -268,13 +237,13 @@ async fn exhaustion_reaches_the_log_the_counter_and_the_gauges_and_an_outage_rea
         default_lease_ms: 200,
     };
     assert_eq!(store.claim(&dead_worker).await.unwrap().len(), 1);
-    enqueue_all(&store, &[refused]).await;
+    enqueue(&store, &[refused]).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let port = free_port();
     let herald = spawn(&db, &flags_on(port, "30"));
     wait_for("both failed", Duration::from_secs(30), async || {
-        statuses(&store)
+        statuses(&store, PARENT)
             .await
             .values()
             .all(|s| *s == DeliveryStatus::Failed)
@@ -369,7 +338,11 @@ async fn retry_after_in_seconds_and_as_an_http_date_is_the_stored_next_attempt()
     let receiver = Receiver::start().await;
     receiver.script(&[(429, Some("3"))]);
     let herald = spawn(&db, &flags_on(free_port(), "30"));
-    enqueue_all(&store, &[parented(callback("in-seconds", &receiver.url()))]).await;
+    enqueue(
+        &store,
+        &[parented(callback("in-seconds", &receiver.url()), PARENT)],
+    )
+    .await;
     let row = pending_after(&store, "in-seconds", 1).await;
     // The settle statement sets both from one clock reading.
     assert_eq!(
@@ -381,7 +354,11 @@ async fn retry_after_in_seconds_and_as_an_http_date_is_the_stored_next_attempt()
 
     let when = SystemTime::now() + Duration::from_secs(6);
     receiver.script(&[(503, Some(&httpdate::fmt_http_date(when)))]);
-    enqueue_all(&store, &[parented(callback("as-a-date", &receiver.url()))]).await;
+    enqueue(
+        &store,
+        &[parented(callback("as-a-date", &receiver.url()), PARENT)],
+    )
+    .await;
     let row = pending_after(&store, "as-a-date", 1).await;
     let delay = row.next_attempt_at - row.updated_at;
     // The date has whole seconds and some of them passed on the way.
@@ -499,12 +476,12 @@ async fn connection_refused_is_retried() {
     // And through a real process: attempts pile up as retries, not a failure.
     let db = TestDb::new(Engine::Sqlite).await;
     let store = db.store().await;
-    enqueue_all(
+    enqueue(
         &store,
-        &[parented(callback(
-            "nobody-home",
-            &format!("http://127.0.0.1:{port}/hook"),
-        ))],
+        &[parented(
+            callback("nobody-home", &format!("http://127.0.0.1:{port}/hook")),
+            PARENT,
+        )],
     )
     .await;
     let herald = spawn(&db, &flags_on(free_port(), "30"));

@@ -18,8 +18,7 @@ use herald::store::Engine;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::crash::wait_for;
-use crate::support::TestDb;
+use crate::support::{wait_for, TestDb};
 
 /// Panics on every call, counting them.
 struct Crashes(AtomicUsize);

@@ -5,11 +5,7 @@ use app::dto::Role;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::support::{TestServer, ADMIN_PASSWORD};
-
-async fn token(server: &TestServer, role: Role) -> String {
-    crate::support::api_token(&server.db.url, role).await
-}
+use crate::support::{location, TestServer, ADMIN_PASSWORD};
 
 async fn sign_in(
     server: &TestServer,
@@ -27,13 +23,6 @@ async fn sign_in(
         .send()
         .await
         .unwrap()
-}
-
-fn location(resp: &reqwest::Response) -> String {
-    resp.headers()
-        .get("location")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default()
 }
 
 #[tokio::test]
@@ -71,7 +60,7 @@ async fn api_requires_authentication_and_the_right_permission() {
         .unwrap();
     assert_eq!(bad.status(), StatusCode::UNAUTHORIZED);
 
-    let reader = token(&server, Role::Reader).await;
+    let reader = server.token(Role::Reader).await;
     let list = client
         .get(server.url("/api/v1/runs"))
         .bearer_auth(&reader)
@@ -99,8 +88,8 @@ async fn api_requires_authentication_and_the_right_permission() {
 async fn runs_are_created_listed_paged_and_redacted_by_role() {
     let server = TestServer::start().await;
     let client = reqwest::Client::new();
-    let operator = token(&server, Role::Operator).await;
-    let admin = token(&server, Role::Admin).await;
+    let operator = server.token(Role::Operator).await;
+    let admin = server.token(Role::Admin).await;
     let mut ids = Vec::new();
     for i in 0..3 {
         let resp = client
@@ -192,7 +181,7 @@ async fn runs_are_created_listed_paged_and_redacted_by_role() {
 async fn bad_input_gets_a_4xx_that_names_the_problem() {
     let server = TestServer::start_with(|args| args.max_body_bytes = Some(4096)).await;
     let client = reqwest::Client::new();
-    let operator = token(&server, Role::Operator).await;
+    let operator = server.token(Role::Operator).await;
     let post = |body: String| {
         client
             .post(server.url("/api/v1/runs"))

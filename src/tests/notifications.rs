@@ -8,7 +8,9 @@ use app::dto::Role;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::support::{HeraldProcess, Receiver, TestDb, TestServer};
+use crate::support::{
+    free_port, metrics_with, wait_for, wait_ready, HeraldProcess, Receiver, TestDb, TestServer,
+};
 
 /// `whsec_` secrets the tests sign and verify with (base64 of fixed bytes).
 const CALLBACK_SECRET: &str = "whsec_Y2FsbGJhY2stc2VjcmV0LWZvci10ZXN0cw==";
@@ -276,22 +278,7 @@ async fn a_terminal_transition_commits_signed_callback_and_route_deliveries() {
     // Metrics carry counts, never ids, tenants, recipients or payloads. Settled
     // counts are refreshed every few maintenance passes: wait for them.
     let settled = r#"herald_outbox_events{kind="delivery",source="jobs",status="completed"} 2"#;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let metrics = loop {
-        let text = api
-            .client
-            .get(format!("{}/metrics", api.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if text.contains(settled) || Instant::now() > deadline {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let metrics = metrics_with(&api.base, settled, Duration::from_secs(5)).await;
     assert!(
         metrics.contains(r#"herald_outbox_attempts_total{kind="callback",outcome="completed"} 1"#),
         "{metrics}"
@@ -667,14 +654,6 @@ async fn bad_transition_input_is_answered_with_a_4xx_that_names_it() {
     server.stop().await;
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigkill_while_the_receiver_holds_the_request_redelivers_the_same_id() {
     let receiver = Receiver::start().await;
@@ -695,11 +674,7 @@ async fn sigkill_while_the_receiver_holds_the_request_redelivers_the_same_id() {
     let herald = HeraldProcess::spawn(&db.url, &flags);
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client.get(format!("{base}/readyz")).send().await.is_err() {
-        assert!(Instant::now() < deadline, "child server never became ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_ready(&client, &base).await;
     let token = crate::support::api_token(&db.url, Role::Operator).await;
     let store = db.store().await;
     let api = Api {
@@ -710,11 +685,12 @@ async fn sigkill_while_the_receiver_holds_the_request_redelivers_the_same_id() {
     let run = api.run(Some(receiver.url()), &[]).await;
     let (_, done) = api.finish(&run, "succeeded", json!({"n": 1})).await;
     let id = done["notifications"][0].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while receiver.arrivals().is_empty() {
-        assert!(Instant::now() < deadline, "the callback never arrived");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for(
+        "the callback to arrive",
+        Duration::from_secs(10),
+        async || !receiver.arrivals().is_empty(),
+    )
+    .await;
     herald.kill();
     receiver.set_hold(Duration::ZERO);
 

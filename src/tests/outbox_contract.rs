@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use app::dto::DeliveryStatus;
-use herald::outbox::model::{ClaimedEvent, NewEvent, RetryRefusal, Settle, Settlement, Source};
-use herald::store::ports::{ClaimRequest, ManualRetry, OutboxStore, RunRepository};
+use herald::outbox::model::{NewEvent, RetryRefusal, Settle, Settlement, Source};
+use herald::store::ports::{ManualRetry, OutboxStore, RunRepository};
 use herald::store::SqlStore;
 
-use crate::support::TestDb;
+use crate::support::{claim, claim_request, enqueue, settlement, TestDb};
 
 crate::contract_tests!(
     enqueue_rolls_back_with_the_producer_transaction,
@@ -41,42 +41,6 @@ pub(crate) fn event(id: &str) -> NewEvent {
     }
 }
 
-pub(crate) fn claim_request(limit: u32, lease_ms: i64) -> ClaimRequest {
-    ClaimRequest {
-        lease_token: uuid::Uuid::new_v4().simple().to_string(),
-        holder: "test-worker".into(),
-        limit,
-        kinds: vec!["test".into()],
-        lease_ms_by_kind: vec![("test".into(), lease_ms)],
-        default_lease_ms: lease_ms,
-    }
-}
-
-pub(crate) fn settlement(event: &ClaimedEvent, settle: Settle) -> Settlement {
-    Settlement {
-        event_id: event.event_id.clone(),
-        kind: event.kind.clone(),
-        lease_token: event.lease_token.clone(),
-        attempt: event.attempts,
-        cycle: event.cycle,
-        worker: "test-worker".into(),
-        started_at_ms: 0,
-        finished_at_ms: 1,
-        settle,
-        status_code: Some(200),
-        error: Some("boom".into()),
-        dead_letter_event: None,
-    }
-}
-
-pub(crate) async fn enqueue(store: &SqlStore, events: &[NewEvent]) {
-    let mut tx = store.begin_write().await.unwrap();
-    for e in events {
-        store.enqueue_in(&mut tx, e).await.unwrap();
-    }
-    tx.commit().await.unwrap();
-}
-
 async fn status(store: &SqlStore, id: &str) -> DeliveryStatus {
     store
         .get_event(id)
@@ -84,17 +48,6 @@ async fn status(store: &SqlStore, id: &str) -> DeliveryStatus {
         .unwrap()
         .expect("event exists")
         .status
-}
-
-/// Claims with retries: MySQL/Galera may answer a claim race with a deadlock error.
-pub(crate) async fn claim(store: &SqlStore, request: &ClaimRequest) -> Vec<ClaimedEvent> {
-    for _ in 0..20 {
-        match store.claim(request).await {
-            Ok(events) => return events,
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-    panic!("claim kept failing");
 }
 
 /// Settles as the worker does: a lost commit race (MySQL deadlock 1213, Galera

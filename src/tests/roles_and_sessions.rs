@@ -11,25 +11,6 @@ use crate::support::{TestServer, ADMIN_PASSWORD};
 
 const SECRET_RESULT: &str = "figure-only-data-readers-see";
 
-async fn token(server: &TestServer, role: Role) -> String {
-    crate::support::api_token(&server.db.url, role).await
-}
-
-/// Adds a user of `role` to the server's store.
-async fn add_user(server: &TestServer, name: &str, password: &str, role: Role) {
-    let settings = herald::config::Settings::resolve(&herald::config::SettingsArgs {
-        database_url: Some(server.db.url.clone()),
-        ..Default::default()
-    })
-    .unwrap();
-    let store = herald::server::open_store(&settings).await.unwrap();
-    herald::server::account_service(&store, &settings)
-        .add_user(None, name, password, role)
-        .await
-        .unwrap();
-    store.close().await;
-}
-
 /// A client that sends this server's Origin and keeps no cookies of its own.
 fn bare_client(server: &TestServer) -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
@@ -86,10 +67,12 @@ async fn status_with_cookie(client: &reqwest::Client, url: String, cookie: &str)
 async fn readers_are_refused_every_write_and_see_no_result() {
     let server = TestServer::start().await;
     let client = reqwest::Client::new();
-    let operator = token(&server, Role::Operator).await;
-    let admin = token(&server, Role::Admin).await;
-    let reader = token(&server, Role::Reader).await;
-    add_user(&server, "reader-user", "reader-password-123", Role::Reader).await;
+    let operator = server.token(Role::Operator).await;
+    let admin = server.token(Role::Admin).await;
+    let reader = server.token(Role::Reader).await;
+    server
+        .add_user("reader-user", "reader-password-123", Role::Reader)
+        .await;
     let browser = bare_client(&server);
     let reader_cookie = session_cookie(
         &server,

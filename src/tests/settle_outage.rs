@@ -3,54 +3,33 @@
 //! statement loses no settlement (nothing is sent twice), and one event the
 //! database refuses to settle does not sink the rest of its batch.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use app::dto::DeliveryStatus;
 use herald::outbox::model::NewEvent;
-use herald::store::ports::OutboxStore;
-use herald::store::SqlStore;
 
-use crate::crash::{callback, enqueue_all, wait_for, worker_flags};
+use crate::crash::{callback, worker_flags};
 use crate::faults::StatusFault;
-use crate::support::{HeraldProcess, Receiver, TestDb};
+use crate::support::{
+    all_completed, enqueue, parented, statuses, wait_for, HeraldProcess, Receiver, TestDb,
+};
+
+/// The run every event of this file is filed under.
+const PARENT: &str = "settle-outage";
 
 crate::contract_tests!(
     a_settle_outage_shorter_than_the_lease_loses_no_settlement,
     one_event_the_database_refuses_does_not_sink_its_batch,
 );
 
-fn parented(mut event: NewEvent) -> NewEvent {
-    event.parent_id = "settle-outage".into();
-    event
-}
-
-async fn statuses(store: &SqlStore) -> HashMap<String, DeliveryStatus> {
-    store
-        .events_for_parent("run", "settle-outage")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.event_id, e.status))
-        .collect()
-}
-
-fn deliveries_per_event(receiver: &Receiver) -> HashMap<String, usize> {
-    let mut seen = HashMap::new();
-    for id in receiver.arrivals() {
-        *seen.entry(id).or_default() += 1;
-    }
-    seen
-}
-
 async fn a_settle_outage_shorter_than_the_lease_loses_no_settlement(db: &TestDb) {
     let store = db.store().await;
     let receiver = Receiver::start().await;
     // One claimed batch (the worker takes 8 at a time).
     let events: Vec<NewEvent> = (0..8)
-        .map(|i| parented(callback(&format!("outage-{i}"), &receiver.url())))
+        .map(|i| parented(callback(&format!("outage-{i}"), &receiver.url()), PARENT))
         .collect();
-    enqueue_all(&store, &events).await;
+    enqueue(&store, &events).await;
     // Completions fail in the database, as during a failover.
     let outage = StatusFault {
         name: "refuse_completions",
@@ -71,18 +50,13 @@ async fn a_settle_outage_shorter_than_the_lease_loses_no_settlement(db: &TestDb)
     wait_for(
         "every event completed",
         Duration::from_secs(30),
-        async || {
-            statuses(&store)
-                .await
-                .values()
-                .all(|s| *s == DeliveryStatus::Completed)
-        },
+        async || all_completed(&store, PARENT).await,
     )
     .await;
     // Past the lease: a dropped settlement would have been redelivered by now.
     tokio::time::sleep(Duration::from_millis(3500)).await;
     drop(herald);
-    let seen = deliveries_per_event(&receiver);
+    let seen = receiver.arrivals_per_event();
     assert_eq!(seen.len(), 8);
     assert!(
         seen.values().all(|n| *n == 1),
@@ -96,10 +70,10 @@ async fn one_event_the_database_refuses_does_not_sink_its_batch(db: &TestDb) {
     let store = db.store().await;
     let receiver = Receiver::start().await;
     let mut events: Vec<NewEvent> = (0..10)
-        .map(|i| parented(callback(&format!("batch-{i}"), &receiver.url())))
+        .map(|i| parented(callback(&format!("batch-{i}"), &receiver.url()), PARENT))
         .collect();
-    events.push(parented(callback("poison", &receiver.url())));
-    enqueue_all(&store, &events).await;
+    events.push(parented(callback("poison", &receiver.url()), PARENT));
+    enqueue(&store, &events).await;
     StatusFault {
         name: "refuse_poison",
         from: None,
@@ -115,7 +89,7 @@ async fn one_event_the_database_refuses_does_not_sink_its_batch(db: &TestDb) {
         "every other event completed",
         Duration::from_secs(20),
         async || {
-            let now = statuses(&store).await;
+            let now = statuses(&store, PARENT).await;
             now.iter()
                 .filter(|(id, _)| id.as_str() != "poison")
                 .all(|(_, s)| *s == DeliveryStatus::Completed)
@@ -123,11 +97,11 @@ async fn one_event_the_database_refuses_does_not_sink_its_batch(db: &TestDb) {
     )
     .await;
     drop(herald);
-    let seen = deliveries_per_event(&receiver);
+    let seen = receiver.arrivals_per_event();
     assert_eq!(seen.len(), 11, "{seen:?}");
     assert!(seen.values().all(|n| *n == 1), "{seen:?}");
     assert_eq!(
-        statuses(&store).await["poison"],
+        statuses(&store, PARENT).await["poison"],
         DeliveryStatus::Processing,
         "the refused settlement is left to lease expiry"
     );

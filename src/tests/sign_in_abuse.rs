@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 
-use crate::support::{HeraldProcess, TestDb, TestServer, ADMIN_PASSWORD};
+use crate::support::{
+    free_port, location, wait_ready, HeraldProcess, TestDb, TestServer, ADMIN_PASSWORD,
+};
 use herald::store::Engine;
 
 fn login_form<'a>(username: &'a str, password: &'a str) -> [(&'static str, &'a str); 3] {
@@ -17,20 +19,25 @@ fn login_form<'a>(username: &'a str, password: &'a str) -> [(&'static str, &'a s
     ]
 }
 
-fn location(resp: &reqwest::Response) -> String {
-    resp.headers()
-        .get("location")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Signs in as `admin` with `password` at `login_url`, from the address
+/// `forwarded_for` when given; answers where the server redirected to.
+async fn admin_sign_in(
+    client: reqwest::Client,
+    login_url: String,
+    password: &str,
+    forwarded_for: Option<&str>,
+) -> String {
+    let mut request = client.post(login_url);
+    if let Some(ip) = forwarded_for {
+        request = request.header("x-forwarded-for", ip);
+    }
+    let resp = request
+        .form(&login_form("admin", password))
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    location(&resp)
 }
 
 /// Peak resident memory of a process, in bytes (`VmHWM`).
@@ -66,16 +73,7 @@ async fn oversize_and_parallel_failed_sign_ins_keep_memory_bounded_and_the_serve
         .default_headers(origin)
         .build()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client
-        .get(format!("{base}/readyz"))
-        .send()
-        .await
-        .map_or(true, |r| !r.status().is_success())
-    {
-        assert!(Instant::now() < deadline, "herald did not become ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_ready(&client, &base).await;
     let prober = reqwest::Client::new();
     let pid = herald.child.id();
     let baseline = peak_rss(pid);
@@ -174,17 +172,12 @@ async fn parallel_guesses_are_counted_before_they_are_verified() {
     let server = TestServer::start_with(|args| args.login_max_failures = Some(5)).await;
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..100 {
-        let client = server.browser();
-        let url = server.url("/auth/login");
-        tasks.spawn(async move {
-            let resp = client
-                .post(url)
-                .form(&login_form("admin", "a-wrong-guess-here"))
-                .send()
-                .await
-                .unwrap();
-            location(&resp)
-        });
+        tasks.spawn(admin_sign_in(
+            server.browser(),
+            server.url("/auth/login"),
+            "a-wrong-guess-here",
+            None,
+        ));
     }
     let mut invalid = 0;
     let mut throttled = 0;
@@ -211,25 +204,17 @@ async fn rotating_addresses_behind_a_trusted_proxy_slows_one_user_down_without_l
     })
     .await;
     let client = server.browser();
-    let guess = |ip: String| {
-        let client = client.clone();
-        let url = server.url("/auth/login");
-        async move {
-            let resp = client
-                .post(url)
-                .header("x-forwarded-for", ip)
-                .form(&login_form("admin", "a-wrong-guess-here"))
-                .send()
-                .await
-                .unwrap();
-            location(&resp)
-        }
-    };
     let mut verified = 0;
     for i in 0..60 {
-        if guess(format!("198.51.100.{i}"))
-            .await
-            .contains("error=invalid")
+        let ip = format!("198.51.100.{i}");
+        if admin_sign_in(
+            client.clone(),
+            server.url("/auth/login"),
+            "a-wrong-guess-here",
+            Some(&ip),
+        )
+        .await
+        .contains("error=invalid")
         {
             verified += 1;
         }
@@ -238,23 +223,16 @@ async fn rotating_addresses_behind_a_trusted_proxy_slows_one_user_down_without_l
     assert_eq!(verified, 9, "rotating addresses bought only the user limit");
 
     // The real user, from yet another address, is slowed down — not locked out.
-    let right = |ip: &'static str| {
-        let client = client.clone();
-        let url = server.url("/auth/login");
-        async move {
-            let resp = client
-                .post(url)
-                .header("x-forwarded-for", ip)
-                .form(&login_form("admin", ADMIN_PASSWORD))
-                .send()
-                .await
-                .unwrap();
-            assert_ne!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
-            location(&resp)
-        }
+    let right = || {
+        admin_sign_in(
+            client.clone(),
+            server.url("/auth/login"),
+            ADMIN_PASSWORD,
+            Some("203.0.113.5"),
+        )
     };
-    assert!(right("203.0.113.5").await.contains("error=throttled"));
+    assert!(right().await.contains("error=throttled"));
     tokio::time::sleep(herald::auth::throttle::USER_SLOWDOWN + Duration::from_millis(200)).await;
-    assert_eq!(right("203.0.113.5").await, "/runs");
+    assert_eq!(right().await, "/runs");
     server.stop().await;
 }

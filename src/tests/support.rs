@@ -1,8 +1,14 @@
 //! Test fixtures: a fresh real database per test, and a real server on loopback.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
+use app::dto::DeliveryStatus;
 use herald::config::{Settings, SettingsArgs};
+use herald::outbox::model::NewEvent;
+use herald::outbox::model::{ClaimedEvent, Settle, Settlement};
+use herald::store::ports::{ClaimRequest, OutboxStore};
 use herald::store::{Engine, SqlStore, StoreOptions};
 use sqlx::{AnyConnection, Connection, Executor};
 
@@ -179,21 +185,50 @@ impl TestServer {
         server
     }
 
+    /// A new API token of `role` in this server's store.
+    pub async fn token(&self, role: app::dto::Role) -> String {
+        api_token(&self.db.url, role).await
+    }
+
+    /// Adds a user of `role` to this server's store.
+    pub async fn add_user(&self, name: &str, password: &str, role: app::dto::Role) {
+        let settings = Settings::resolve(&SettingsArgs {
+            database_url: Some(self.db.url.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        let store = herald::server::open_store(&settings).await.unwrap();
+        herald::server::account_service(&store, &settings)
+            .add_user(None, name, password, role)
+            .await
+            .unwrap();
+        store.close().await;
+    }
+
+    /// A signed-in browser-like client of a new user with `role`.
+    pub async fn session(&self, role: app::dto::Role) -> reqwest::Client {
+        let name = format!("{}-{}", role.as_str(), uuid::Uuid::new_v4().simple());
+        self.add_user(&name, "a-long-password-1", role).await;
+        let browser = self.browser();
+        let resp = browser
+            .post(self.url("/auth/login"))
+            .form(&[
+                ("username", name.as_str()),
+                ("password", "a-long-password-1"),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), reqwest::StatusCode::SEE_OTHER);
+        browser
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }
 
     async fn wait_ready(&self) {
-        let client = reqwest::Client::new();
-        for _ in 0..200 {
-            if let Ok(resp) = client.get(self.url("/readyz")).send().await {
-                if resp.status().is_success() {
-                    return;
-                }
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-        }
-        panic!("test server did not become ready");
+        wait_ready(&reqwest::Client::new(), &self.url("")).await;
     }
 
     /// A client that keeps cookies and sends this server's Origin, as a browser does.
@@ -320,6 +355,15 @@ impl Receiver {
 
     pub fn arrivals(&self) -> Vec<String> {
         self.requests().into_iter().map(|a| a.event_id).collect()
+    }
+
+    /// How many times each event id arrived.
+    pub fn arrivals_per_event(&self) -> HashMap<String, usize> {
+        let mut seen = HashMap::new();
+        for id in self.arrivals() {
+            *seen.entry(id).or_default() += 1;
+        }
+        seen
     }
 
     pub fn answered(&self) -> Vec<String> {
@@ -497,4 +541,146 @@ pub fn run_service(store: &SqlStore, settings: &Settings) -> herald::service::ru
         deliveries,
         settings.max_result_bytes,
     )
+}
+
+/// A loopback port free right now, for a child process's `--listen`.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Polls `check` every 50 ms until it holds; panics naming `what` after `within`.
+pub async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// Waits (up to 30 s) until the server at `base` answers `GET /readyz` with a 2xx,
+/// asking through `client`.
+pub async fn wait_ready(client: &reqwest::Client, base: &str) {
+    herald::channels::install_crypto_provider();
+    wait_for(
+        &format!("{base}/readyz to answer 2xx"),
+        Duration::from_secs(30),
+        async || {
+            client
+                .get(format!("{base}/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        },
+    )
+    .await;
+}
+
+/// `event`, filed under the run `parent_id` (so a test reads back only its own).
+pub fn parented(mut event: NewEvent, parent_id: &str) -> NewEvent {
+    event.parent_type = "run".into();
+    event.parent_id = parent_id.into();
+    event
+}
+
+/// The status of every event of the run `parent_id`, by event id.
+pub async fn statuses(store: &SqlStore, parent_id: &str) -> HashMap<String, DeliveryStatus> {
+    store
+        .events_for_parent("run", parent_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.event_id, e.status))
+        .collect()
+}
+
+/// Whether every event of the run `parent_id` is completed.
+pub async fn all_completed(store: &SqlStore, parent_id: &str) -> bool {
+    statuses(store, parent_id)
+        .await
+        .values()
+        .all(|s| *s == DeliveryStatus::Completed)
+}
+
+/// Enqueues `events` in one producer transaction.
+pub async fn enqueue(store: &SqlStore, events: &[NewEvent]) {
+    let mut tx = store.begin_write().await.unwrap();
+    for e in events {
+        store.enqueue_in(&mut tx, e).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
+/// Claims with retries: MySQL/Galera may answer a claim race with a deadlock error.
+pub async fn claim(store: &SqlStore, request: &ClaimRequest) -> Vec<ClaimedEvent> {
+    for _ in 0..20 {
+        match store.claim(request).await {
+            Ok(events) => return events,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    panic!("claim kept failing");
+}
+
+/// A claim of the `test` kind, `limit` events, leased for `lease_ms`.
+pub fn claim_request(limit: u32, lease_ms: i64) -> ClaimRequest {
+    ClaimRequest {
+        lease_token: uuid::Uuid::new_v4().simple().to_string(),
+        holder: "test-worker".into(),
+        limit,
+        kinds: vec!["test".into()],
+        lease_ms_by_kind: vec![("test".into(), lease_ms)],
+        default_lease_ms: lease_ms,
+    }
+}
+
+/// The worker's settlement of a claimed event (the `test` kind's worker).
+pub fn settlement(event: &ClaimedEvent, settle: Settle) -> Settlement {
+    Settlement {
+        event_id: event.event_id.clone(),
+        kind: event.kind.clone(),
+        lease_token: event.lease_token.clone(),
+        attempt: event.attempts,
+        cycle: event.cycle,
+        worker: "test-worker".into(),
+        started_at_ms: 0,
+        finished_at_ms: 1,
+        settle,
+        status_code: Some(200),
+        error: Some("boom".into()),
+        dead_letter_event: None,
+    }
+}
+
+/// The `Location` header of a response, or "" without one.
+pub fn location(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The Prometheus text of the server at `base` once it contains `wanted`, or the
+/// last text read when `within` runs out (the caller asserts on it and prints it).
+pub async fn metrics_with(base: &str, wanted: &str, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let text = reqwest::get(format!("{base}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if text.contains(wanted) || Instant::now() > deadline {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
