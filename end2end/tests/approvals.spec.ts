@@ -27,6 +27,7 @@ test.beforeAll(async () => {
 });
 
 test.afterAll(async () => {
+  receiver.closeAllConnections(); // Herald keeps idle keep-alive connections open
   await new Promise((resolve) => receiver.close(resolve));
 });
 

@@ -35,6 +35,9 @@ export class Receiver {
   }
 
   async stop() {
+    // Herald keeps idle keep-alive connections to its receivers: close() alone would
+    // wait for them to time out (up to 90 s).
+    this.server?.closeAllConnections();
     await new Promise<void>((resolve) => this.server?.close(() => resolve()) ?? resolve());
   }
 }
