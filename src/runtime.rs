@@ -84,64 +84,58 @@ pub fn delivery_handler(
 }
 
 /// The approvals source's handlers: prompts and alerts on one worker, the recall
-/// replay on its own (its poll interval and batch are its own settings).
+/// replay on its own (its poll interval and batch are its own settings); and all
+/// three together, for retries and maintenance.
 fn approvals_registries(
     settings: &Settings,
     store: &SqlStore,
-) -> anyhow::Result<(Registry, Registry, Registry)> {
+    deliveries: &Arc<DeliveryHandler>,
+) -> (Registry, Registry, Registry) {
     let policy = retry_policy(settings);
-    let replay = replay_policy(settings);
-    let (deliveries, _) = delivery_handler(settings)?;
     let prompts = Arc::new(PromptHandler {
         store: store.clone(),
         delivery: deliveries.clone(),
     });
     let replayer = Arc::new(ReplayHandler::new(store.clone()));
-    let mut notices = Registry::new();
-    notices
-        .register(
-            approval_kinds::APPROVAL_PROMPT,
+    let add_notices = |registry: &mut Registry| {
+        registry
+            .register(
+                approval_kinds::APPROVAL_PROMPT,
+                Source::Approvals,
+                policy.clone(),
+                prompts.clone(),
+            )
+            .register(
+                approval_kinds::ALERT,
+                Source::Approvals,
+                policy.clone(),
+                deliveries.clone(),
+            );
+    };
+    let add_replay = |registry: &mut Registry| {
+        registry.register(
+            approval_kinds::FIELD_UPDATE,
             Source::Approvals,
-            policy.clone(),
-            prompts.clone(),
-        )
-        .register(
-            approval_kinds::ALERT,
-            Source::Approvals,
-            policy.clone(),
-            deliveries.clone(),
+            replay_policy(settings),
+            replayer.clone(),
         );
-    let mut replays = Registry::new();
-    replays.register(
-        approval_kinds::FIELD_UPDATE,
-        Source::Approvals,
-        replay.clone(),
-        replayer.clone(),
-    );
-    let mut all = Registry::new();
-    all.register(
-        approval_kinds::APPROVAL_PROMPT,
-        Source::Approvals,
-        policy.clone(),
-        prompts,
-    )
-    .register(approval_kinds::ALERT, Source::Approvals, policy, deliveries)
-    .register(
-        approval_kinds::FIELD_UPDATE,
-        Source::Approvals,
-        replay,
-        replayer,
-    );
-    Ok((notices, replays, all))
+    };
+    let (mut notices, mut replays, mut all) = (Registry::new(), Registry::new(), Registry::new());
+    add_notices(&mut notices);
+    add_replay(&mut replays);
+    add_notices(&mut all);
+    add_replay(&mut all);
+    (notices, replays, all)
 }
 
 /// The handlers of the jobs source: callbacks, route deliveries, dead-letter notices.
 fn jobs_registry(
     settings: &Settings,
     planner: &Arc<NotificationPlanner>,
-) -> anyhow::Result<Registry> {
+    deliveries: Arc<DeliveryHandler>,
+    webhook: WebhookHandler,
+) -> Registry {
     let policy = retry_policy(settings);
-    let (deliveries, webhook) = delivery_handler(settings)?;
     let mut registry = Registry::new();
     registry
         .register(
@@ -160,7 +154,18 @@ fn jobs_registry(
     if let Some(notifier) = planner.dead_letter_notifier() {
         registry.set_dead_letter_notifier(notifier);
     }
-    Ok(registry)
+    registry
+}
+
+/// A worker's settings for the outbox kinds that follow the general `worker_*` ones.
+fn worker_config(settings: &Settings) -> WorkerConfig {
+    WorkerConfig {
+        batch_size: settings.worker_batch_size,
+        concurrency: settings.worker_concurrency,
+        poll_interval: Duration::from_millis(settings.worker_poll_interval_ms),
+        drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
+        ..WorkerConfig::default()
+    }
 }
 
 impl Runtime {
@@ -173,7 +178,15 @@ impl Runtime {
     ) -> anyhow::Result<Runtime> {
         let wake = Arc::new(Notify::new());
         let jobs = Outbox::new(Arc::new(jobs_store.clone()), wake.clone());
-        let registry = Arc::new(jobs_registry(settings, planner)?);
+        // One HTTP client (one connection pool) and one destination guard for every
+        // source's handlers.
+        let (deliveries, webhook) = delivery_handler(settings)?;
+        let registry = Arc::new(jobs_registry(
+            settings,
+            planner,
+            deliveries.clone(),
+            webhook,
+        ));
         let separate_approvals = settings.approvals_url() != settings.database_url;
         let approvals_store = if separate_approvals {
             SqlStore::open(&StoreOptions {
@@ -186,7 +199,7 @@ impl Runtime {
         };
         let approvals_wake = Arc::new(Notify::new());
         let approvals = Outbox::new(Arc::new(approvals_store.clone()), approvals_wake.clone());
-        let (notices, replays, all) = approvals_registries(settings, &approvals_store)?;
+        let (notices, replays, all) = approvals_registries(settings, &approvals_store, &deliveries);
         let approvals_registry = Arc::new(all);
         for (reg, source) in [
             (&*registry, Source::Jobs),
@@ -220,13 +233,7 @@ impl Runtime {
                 jobs.store().clone(),
                 registry.clone(),
                 metrics.clone(),
-                WorkerConfig {
-                    batch_size: settings.worker_batch_size,
-                    concurrency: settings.worker_concurrency,
-                    poll_interval: Duration::from_millis(settings.worker_poll_interval_ms),
-                    drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
-                    ..WorkerConfig::default()
-                },
+                worker_config(settings),
                 wake.clone(),
             );
             runtime.workers.push(tokio::spawn(worker.run(stop.clone())));
@@ -236,13 +243,7 @@ impl Runtime {
                 approvals.store().clone(),
                 Arc::new(notices),
                 metrics.clone(),
-                WorkerConfig {
-                    batch_size: settings.worker_batch_size,
-                    concurrency: settings.worker_concurrency,
-                    poll_interval: Duration::from_millis(settings.worker_poll_interval_ms),
-                    drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
-                    ..WorkerConfig::default()
-                },
+                worker_config(settings),
                 approvals_wake.clone(),
             );
             runtime
