@@ -51,6 +51,17 @@ pub fn classify(error: &str) -> &'static str {
             "the lease was lost; it will be retried",
         ),
         ("cannot read the approval", "the approval could not be read"),
+        // Why an approval prompt was skipped rather than sent: not failures.
+        (
+            "the step was decided",
+            "not sent: the approval was decided first",
+        ),
+        (
+            "the approval was recalled",
+            "not sent: the approval was recalled first",
+        ),
+        ("the approval is ", "not sent: the prompt is no longer owed"),
+        ("approval ", "not sent: the approval no longer exists"),
     ];
     let lower = error.to_ascii_lowercase();
     CLASSES
@@ -105,6 +116,15 @@ mod tests {
             redact(Some("receiver answered 503 Service Unavailable"), true).as_deref(),
             Some("receiver answered 503 Service Unavailable"),
             "data:read sees the text"
+        );
+        assert_eq!(
+            redact(
+                Some("the step was decided (approved) before the prompt was sent"),
+                false
+            )
+            .as_deref(),
+            Some("not sent: the approval was decided first"),
+            "a skipped prompt's reason is no failure"
         );
         assert_eq!(redact(None, false), None);
     }
