@@ -127,4 +127,5 @@ test("a reader sees approvals but no buttons", async ({ page }) => {
   await page.getByTestId("approval-row").first().locator("a").click();
   await expect(page.getByTestId("approval-detail")).toBeVisible();
   await expect(page.locator("[data-testid$=-button]")).toHaveCount(0);
+  await page.screenshot({ path: "../docs/approvals-page.png", fullPage: true });
 });

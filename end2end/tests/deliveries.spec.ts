@@ -235,6 +235,7 @@ test("the audit page shows who retried what, from which state, with or without a
   await expect(failed.getByTestId("audit-from")).toHaveText("failed");
   await expect(failed.getByTestId("audit-ack")).toHaveText("—");
   await expectAccessible(page, "Audit");
+  await page.screenshot({ path: "../docs/audit-page.png" });
 
   await page.getByTestId("logout").click();
   await signIn(page, "reader");
