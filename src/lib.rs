@@ -16,6 +16,7 @@ pub mod auth;
 pub mod best_effort;
 pub mod channels;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod console;
 pub mod console_approvals;

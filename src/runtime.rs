@@ -21,6 +21,7 @@ use crate::channels::guard::DestinationGuard;
 use crate::channels::webhook::{delivery_client, WebhookHandler};
 use crate::config::Settings;
 use crate::notifications::{kinds, DeliveryHandler, NotificationPlanner};
+use crate::outbox::availability::StoreHealth;
 use crate::outbox::handler::Registry;
 use crate::outbox::maintenance::Maintenance;
 use crate::outbox::metrics::Metrics;
@@ -42,6 +43,8 @@ pub struct Runtime {
     /// Every approvals kind's handler and policy (prompts, alerts, replay).
     pub approvals_registry: Arc<Registry>,
     pub approval_planner: Arc<ApprovalPlanner>,
+    /// Each durable store's availability as its workers see it (for `/readyz`).
+    pub health: Vec<Arc<StoreHealth>>,
     workers: Vec<JoinHandle<DrainReport>>,
     background: Vec<JoinHandle<()>>,
     extra_stores: Vec<SqlStore>,
@@ -221,6 +224,7 @@ impl Runtime {
             approvals: approvals.clone(),
             approvals_registry,
             approval_planner,
+            health: Vec::new(),
             workers: Vec::new(),
             background: Vec::new(),
             extra_stores: Vec::new(),
@@ -228,6 +232,24 @@ impl Runtime {
 
         let jobs_durable = jobs_store.has_durable_outbox();
         let approvals_durable = approvals_store.has_durable_outbox();
+        // One health per store, shared by its workers and its maintenance.
+        let jobs_sources = if separate_approvals {
+            vec![Source::Jobs.as_str()]
+        } else {
+            vec![Source::Jobs.as_str(), Source::Approvals.as_str()]
+        };
+        let jobs_health = StoreHealth::new(metrics.clone(), jobs_sources.clone());
+        let approvals_health = if separate_approvals {
+            StoreHealth::new(metrics.clone(), vec![Source::Approvals.as_str()])
+        } else {
+            jobs_health.clone()
+        };
+        if jobs_durable {
+            runtime.health.push(jobs_health.clone());
+        }
+        if separate_approvals && approvals_durable {
+            runtime.health.push(approvals_health.clone());
+        }
         if jobs_durable {
             let worker = Worker::new(
                 jobs.store().clone(),
@@ -235,7 +257,8 @@ impl Runtime {
                 metrics.clone(),
                 worker_config(settings),
                 wake.clone(),
-            );
+            )
+            .with_health(jobs_health.clone());
             runtime.workers.push(tokio::spawn(worker.run(stop.clone())));
         }
         if approvals_durable {
@@ -245,7 +268,8 @@ impl Runtime {
                 metrics.clone(),
                 worker_config(settings),
                 approvals_wake.clone(),
-            );
+            )
+            .with_health(approvals_health.clone());
             runtime
                 .workers
                 .push(tokio::spawn(notices.run(stop.clone())));
@@ -263,17 +287,13 @@ impl Runtime {
                     ..WorkerConfig::default()
                 },
                 Arc::new(Notify::new()),
-            );
+            )
+            .with_health(approvals_health.clone());
             runtime
                 .workers
                 .push(tokio::spawn(replayer.run(stop.clone())));
         }
         let interval = Duration::from_millis(settings.maintenance_interval_ms);
-        let jobs_sources = if separate_approvals {
-            vec![Source::Jobs.as_str()]
-        } else {
-            vec![Source::Jobs.as_str(), Source::Approvals.as_str()]
-        };
         let dead_letter = registry.dead_letter_notifier().cloned();
         let approvals_registry = runtime.approvals_registry.clone();
         let jobs_registries = if separate_approvals {
@@ -291,6 +311,7 @@ impl Runtime {
                     dead_letter,
                     registries: jobs_registries,
                     passes: Default::default(),
+                    health: jobs_health,
                 },
                 &stop,
             );
@@ -305,6 +326,7 @@ impl Runtime {
                     dead_letter: None,
                     registries: vec![approvals_registry],
                     passes: Default::default(),
+                    health: approvals_health,
                 },
                 &stop,
             );

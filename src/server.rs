@@ -136,6 +136,7 @@ pub async fn run(
         store: store.clone(),
         metrics,
         settings: Arc::new(settings.clone()),
+        store_health: runtime.health.clone(),
     };
     let sessions = DbSessionStore::new(Arc::new(store.clone()));
     spawn_session_cleanup(sessions.clone(), stop.clone());

@@ -1,5 +1,7 @@
 //! Liveness and readiness probes.
 
+use std::time::Duration;
+
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -7,22 +9,47 @@ use serde_json::{json, Value};
 
 use super::AppState;
 
+/// How long readiness waits for the database before calling it unreachable.
+const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// The process is up and serving.
 pub async fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }
 
-/// The database is reachable and migrated.
+fn unavailable(store: &str, reason: String) -> (StatusCode, Json<Value>) {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Json(json!({ "status": "unavailable", "store": store, "reason": reason })),
+    )
+}
+
+/// Ready when the outbox's stores answer its workers, and the database is reachable
+/// and migrated.
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    if state.store.is_ready().await {
-        (StatusCode::OK, Json(json!({ "status": "ready" })))
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(
-                json!({ "status": "unavailable", "reason": "database unreachable or not migrated" }),
+    if let Some(outage) = state.store_health.iter().find_map(|h| h.outage()) {
+        return unavailable(
+            outage.fault.as_str(),
+            format!(
+                "store unavailable for {} s: {}; the outbox is backing off and resumes when it answers",
+                outage.for_how_long.as_secs(),
+                outage.fault.explain()
             ),
-        )
+        );
+    }
+    match tokio::time::timeout(READY_CHECK_TIMEOUT, state.store.is_ready()).await {
+        Ok(true) => (StatusCode::OK, Json(json!({ "status": "ready" }))),
+        Ok(false) => unavailable(
+            "not_ready",
+            "database unreachable or not migrated".to_string(),
+        ),
+        Err(_) => unavailable(
+            "unreachable",
+            format!(
+                "the database did not answer within {} s",
+                READY_CHECK_TIMEOUT.as_secs()
+            ),
+        ),
     }
 }
 

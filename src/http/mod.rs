@@ -52,6 +52,8 @@ pub struct AppState {
     pub approvals: ApprovalService,
     pub metrics: Arc<Metrics>,
     pub settings: Arc<Settings>,
+    /// The outbox stores' availability as their workers see it (`/readyz`).
+    pub store_health: Vec<Arc<crate::outbox::availability::StoreHealth>>,
 }
 
 impl FromRef<AppState> for LeptosOptions {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::availability::{StoreBackoff, StoreHealth};
 use super::metrics::Metrics;
 use super::model::DeadLetterNotifier;
 use crate::store::ports::OutboxStore;
@@ -28,6 +29,8 @@ pub struct Maintenance {
     pub registries: Vec<Arc<super::handler::Registry>>,
     /// Passes so far (the first counts everything).
     pub passes: std::sync::atomic::AtomicU64,
+    /// The store's availability (shared with its workers): each pass reports to it.
+    pub health: Arc<StoreHealth>,
 }
 
 impl Maintenance {
@@ -54,7 +57,7 @@ impl Maintenance {
                 }
             }
             Err(err) => {
-                tracing::warn!(error = %err, "maintenance sweep failed")
+                self.health.failed(err);
             }
         }
         let pass = self
@@ -70,20 +73,30 @@ impl Maintenance {
                     self.metrics.refresh(source, stats, stats.now_ms);
                 }
             }
-            Err(err) => tracing::warn!(error = %err, "outbox stats failed"),
+            Err(err) => {
+                self.health.failed(err);
+            }
         }
         let available = swept.is_ok() && stats.is_ok();
-        for source in &self.sources {
-            self.metrics.set_available(source, available);
+        if available {
+            self.health.succeeded();
         }
         available
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
+        let mut backoff = StoreBackoff::default();
         loop {
-            self.run_once().await;
+            // While the store fails, passes back off (but never come faster than usual).
+            let pause = if self.run_once().await {
+                backoff.reset();
+                self.interval
+            } else {
+                self.interval
+                    .max(backoff.pause(crate::store::StoreFault::Unreachable))
+            };
             tokio::select! {
-                _ = tokio::time::sleep(self.interval) => {},
+                _ = tokio::time::sleep(pause) => {},
                 _ = shutdown.cancelled() => return,
             }
         }

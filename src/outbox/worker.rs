@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use super::availability::{StoreBackoff, StoreHealth};
 use super::handler::{Outcome, Registry};
 use super::metrics::Metrics;
 use super::model::{ClaimedEvent, FailedEvent, Settle, Settlement};
@@ -71,6 +72,8 @@ pub struct Worker {
     metrics: Arc<Metrics>,
     config: WorkerConfig,
     wake: Arc<Notify>,
+    /// Told about every claim's result: an outage is logged once and backed off from.
+    health: Arc<StoreHealth>,
 }
 
 /// How long the settler waits for more finished attempts to share a commit.
@@ -83,7 +86,7 @@ const SETTLE_SPLIT_AFTER: u32 = 3;
 const SETTLE_MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 fn now_ms() -> i64 {
-    time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000_000
+    crate::clock::local_now_ms()
 }
 
 impl Worker {
@@ -94,13 +97,21 @@ impl Worker {
         config: WorkerConfig,
         wake: Arc<Notify>,
     ) -> Self {
+        let health = StoreHealth::new(metrics.clone(), Vec::new());
         Worker {
             store,
             registry,
             metrics,
             config,
             wake,
+            health,
         }
+    }
+
+    /// Reports claim results to the store's shared health (gauges, `/readyz`).
+    pub fn with_health(mut self, health: Arc<StoreHealth>) -> Self {
+        self.health = health;
+        self
     }
 
     fn claim_request(&self, limit: u32) -> ClaimRequest {
@@ -158,6 +169,7 @@ impl Worker {
             heartbeat_stop.clone(),
         ));
 
+        let mut backoff = StoreBackoff::default();
         while !shutdown.is_cancelled() {
             // Wait for at least one free slot, then claim as many as are free.
             let first = tokio::select! {
@@ -168,11 +180,19 @@ impl Worker {
             let limit = free.min(self.config.batch_size as usize) as u32;
             let request = self.claim_request(limit);
             let claimed = match self.store.claim(&request).await {
-                Ok(events) => events,
+                Ok(events) => {
+                    self.health.succeeded();
+                    backoff.reset();
+                    events
+                }
                 Err(err) => {
-                    tracing::warn!(error = %err, "claim failed; will retry");
                     drop(first);
-                    self.idle(&shutdown).await;
+                    let pause = backoff.pause(self.health.failed(&err));
+                    // Not woken early by commits: an unavailable store gets its pause.
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {},
+                        _ = shutdown.cancelled() => {},
+                    }
                     continue;
                 }
             };

@@ -10,7 +10,7 @@ pub mod runs;
 
 use app::dto::{Permission, Viewer};
 
-use crate::store::StoreError;
+use crate::store::{StoreError, StoreFault};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -65,6 +65,12 @@ impl From<StoreError> for ServiceError {
             StoreError::AlreadyExists(what) => {
                 ServiceError::Conflict(format!("{what} already exists"))
             }
+            // Transient: the client is told so (503) and may retry.
+            other if other.fault() != StoreFault::Other => ServiceError::Unavailable(format!(
+                "the store is unavailable ({}): {}; retry later",
+                other.fault().as_str(),
+                other.fault().explain()
+            )),
             other => ServiceError::Internal(other.to_string()),
         }
     }

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use sqlx::migrate::Migrator;
 
-use super::StoreError;
+use super::{StoreError, StoreFault};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
@@ -187,6 +187,48 @@ impl Engine {
             }
         }
         Cow::Owned(out)
+    }
+}
+
+/// The class of a database error, from each engine's codes.
+pub fn fault_of(err: &sqlx::Error) -> StoreFault {
+    use sqlx::Error as E;
+    match err {
+        E::Io(_) | E::Tls(_) | E::PoolTimedOut | E::PoolClosed | E::WorkerCrashed => {
+            StoreFault::Unreachable
+        }
+        E::Protocol(_) => StoreFault::Unreachable,
+        E::Database(db) => {
+            // MySQL/MariaDB: the error number says more than the SQLSTATE.
+            if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+                return match my.number() {
+                    // Deadlock (a Galera certification conflict at COMMIT included),
+                    // lock wait timeout.
+                    1213 | 1205 => StoreFault::Conflict,
+                    // WSREP has not yet prepared node for application use; a Galera
+                    // commit interrupted by losing the primary component.
+                    1047 | 1180 => StoreFault::NoQuorum,
+                    // Server shutdown in progress, connection killed, too many connections.
+                    1053 | 1927 | 1040 => StoreFault::Refusing,
+                    _ => StoreFault::Other,
+                };
+            }
+            match db.code().as_deref() {
+                // serialization_failure, deadlock_detected
+                Some("40001") | Some("40P01") => StoreFault::Conflict,
+                Some(code) if code.starts_with("08") => StoreFault::Unreachable,
+                // admin_shutdown (connections terminated), crash_shutdown,
+                // cannot_connect_now, too_many_connections, and "database is not
+                // currently accepting connections" (55000 at connect).
+                Some("57P01") | Some("57P02") | Some("57P03") | Some("53300") | Some("55000") => {
+                    StoreFault::Refusing
+                }
+                // SQLITE_BUSY / SQLITE_LOCKED: another writer holds the lock.
+                Some("5") | Some("6") => StoreFault::Conflict,
+                _ => StoreFault::Other,
+            }
+        }
+        _ => StoreFault::Other,
     }
 }
 

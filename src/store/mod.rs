@@ -5,10 +5,11 @@
 mod approvals;
 mod deliveries;
 pub mod engine;
+mod fault;
 mod outbox;
 pub mod ports;
 mod records;
-mod row;
+pub mod row;
 mod runs;
 mod sessions;
 mod tokens;
@@ -22,6 +23,7 @@ use sqlx::{AnyPool, ConnectOptions, Executor};
 
 pub use approvals::StatusCount;
 pub use engine::{Durability, Engine};
+pub use fault::StoreFault;
 pub use records::Record;
 
 /// Errors at the storage boundary.

@@ -969,6 +969,10 @@ async fn a_replay_whose_last_lease_expires_is_failed_by_the_sweep_and_counted(db
         dead_letter: None,
         registries: vec![Arc::new(registry)],
         passes: Default::default(),
+        health: herald::outbox::availability::StoreHealth::new(
+            f.metrics.clone(),
+            vec!["approvals"],
+        ),
     };
     assert!(maintenance.run_once().await);
     let event = f.store.get_event(&event_id).await.unwrap().unwrap();

@@ -20,8 +20,8 @@ use sqlx::Executor;
 
 use crate::crash::{callback, worker_flags};
 use crate::support::{
-    all_completed, enqueue, free_port, parented, statuses, wait_for, wait_ready, HeraldProcess,
-    Receiver, TestDb,
+    all_completed, enqueue, free_port, lines_with, parented, statuses, wait_for, wait_ready,
+    HeraldProcess, Receiver, TestDb,
 };
 
 /// The run every event of this file is filed under.
@@ -204,15 +204,6 @@ async fn sigterm_with_work_not_yet_claimed_exits_zero_and_the_next_process_deliv
     receiver.stop();
     store.close().await;
     db.drop_db().await;
-}
-
-fn lines_with(log: &std::path::Path, needle: &str) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains(needle))
-        .map(str::to_string)
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -1,6 +1,7 @@
 //! Herald's integration tests: the storage contract against real SQLite, PostgreSQL
 //! and MariaDB databases, and the HTTP surface against a real server on loopback.
 
+mod cluster;
 mod faults;
 mod support;
 
@@ -17,6 +18,7 @@ mod delivery_gaps;
 mod handler_crash;
 mod http_api;
 mod memory_store;
+mod multi_node;
 mod notifications;
 mod outbox_contract;
 mod roles_and_sessions;

@@ -684,3 +684,13 @@ pub async fn metrics_with(base: &str, wanted: &str, within: Duration) -> String 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The lines of a child's log that contain `needle`.
+pub fn lines_with(log: &std::path::Path, needle: &str) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(needle))
+        .map(str::to_string)
+        .collect()
+}

@@ -1,0 +1,27 @@
+//! The process's local wall clock. Leases, due times and expiry are never compared
+//! against it: they use the store's clock (`Engine::now_ms`), so nodes with skewed
+//! clocks agree. It only stamps what this process observed (attempt start and
+//! finish times in the attempt log).
+//!
+//! Test-only: `HERALD_TEST_CLOCK_SKEW_MS=<signed ms>` shifts this clock, so a test
+//! can run a node whose clock is wrong and show that it still never takes a live
+//! lease. Never set it in production.
+
+use std::sync::OnceLock;
+
+pub const TEST_SKEW_ENV: &str = "HERALD_TEST_CLOCK_SKEW_MS";
+
+fn skew_ms() -> i64 {
+    static SKEW: OnceLock<i64> = OnceLock::new();
+    *SKEW.get_or_init(|| {
+        std::env::var(TEST_SKEW_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    })
+}
+
+/// Epoch milliseconds by this process's clock (shifted by the test skew, if set).
+pub fn local_now_ms() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000_000 + skew_ms()
+}
