@@ -32,6 +32,10 @@ field_path = "Account.Status"
 value = "Prospect"
 "#;
 
+/// The secret the nodes sign callbacks with (`callback_secret_ref`'s default
+/// `env:HERALD_WEBHOOK_SECRET`); receivers verify with it.
+pub const CALLBACK_SECRET: &str = "whsec_bm9kZXMtY2FsbGJhY2stc2VjcmV0LWZvci10ZXN0cw==";
+
 /// The 3-node Galera cluster of `scripts/galera-cluster`.
 pub struct Galera {
     script: PathBuf,
@@ -186,7 +190,9 @@ impl Node {
             flags.extend(["--config".to_string(), config.display().to_string()]);
         }
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-        let process = HeraldProcess::spawn_with_env(database_url, &flags, env);
+        let mut env = env.to_vec();
+        env.push(("HERALD_WEBHOOK_SECRET", CALLBACK_SECRET));
+        let process = HeraldProcess::spawn_with_env(database_url, &flags, &env);
         let pid = process.child.id();
         let base = format!("http://{listen}");
         wait_ready(&reqwest::Client::new(), &base).await;
