@@ -218,7 +218,14 @@ pub struct Api {
     client: reqwest::Client,
     /// How long one request may keep failing over before it is given up.
     pub patience: Duration,
+    /// Until when each node is passed over after failing a request (a load
+    /// balancer's failed health check), so one hung node does not hold up every
+    /// request that starts there.
+    benched: Vec<std::sync::Mutex<Option<Instant>>>,
 }
+
+/// How long a node that failed a request is passed over.
+const BENCH_FOR: Duration = Duration::from_secs(2);
 
 /// How a request ended.
 #[derive(Debug)]
@@ -234,10 +241,11 @@ impl Api {
     pub fn new(bases: Vec<String>, token: String) -> Arc<Api> {
         herald::channels::install_crypto_provider();
         Arc::new(Api {
+            benched: bases.iter().map(|_| Default::default()).collect(),
             bases,
             token,
             client: reqwest::Client::builder()
-                .timeout(Duration::from_secs(8))
+                .timeout(Duration::from_secs(5))
                 .build()
                 .unwrap(),
             patience: Duration::from_secs(180),
@@ -250,7 +258,18 @@ impl Api {
         let mut node = first;
         let mut last = String::new();
         while Instant::now() < deadline {
-            let base = &self.bases[node % self.bases.len()];
+            let index = node % self.bases.len();
+            node += 1;
+            let benched = *self.benched[index].lock().unwrap();
+            let every_node_benched = self.benched.iter().all(|b| {
+                b.lock()
+                    .unwrap()
+                    .is_some_and(|until| until > Instant::now())
+            });
+            if benched.is_some_and(|until| until > Instant::now()) && !every_node_benched {
+                continue;
+            }
+            let base = &self.bases[index];
             let sent = self
                 .client
                 .post(format!("{base}{path}"))
@@ -269,7 +288,7 @@ impl Api {
                 Ok(resp) => last = format!("{base}: {}", resp.status()),
                 Err(err) => last = format!("{base}: {err}"),
             }
-            node += 1;
+            *self.benched[index].lock().unwrap() = Some(Instant::now() + BENCH_FOR);
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Answer::GaveUp(last)
