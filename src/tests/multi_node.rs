@@ -5,7 +5,7 @@
 //! its quorum.
 //!
 //! CI runs a short load; `HERALD_MULTI_NODE_FULL=1` runs the full size (10,000
-//! transitions on PostgreSQL, 3,000 on Galera). Under `CI=true` the Galera test
+//! transitions on PostgreSQL, about as many on Galera). Under `CI=true` the Galera test
 //! fails when the cluster cannot start; elsewhere it skips with a message.
 
 use std::collections::{HashMap, HashSet};
@@ -442,7 +442,7 @@ async fn three_nodes_on_galera_survive_a_database_kill_a_node_kill_and_a_quorum_
         return;
     };
     herald::channels::install_crypto_provider();
-    let (runs, recalls) = if full_size() { (1_450, 100) } else { (120, 12) };
+    let (runs, recalls) = if full_size() { (4_900, 100) } else { (120, 12) };
     let name = galera.create_database().await;
     let urls: Vec<String> = (1..=3).map(|n| Galera::url(n, &name)).collect();
     // Migrations run once, before the nodes start (MariaDB's migration lock is not
