@@ -546,6 +546,10 @@ async fn heartbeat_loop(
                     }
                 }
                 Ok(_) => {}
+                // Racing another node's claim is retried at the next beat.
+                Err(err) if err.fault() == crate::store::StoreFault::Conflict => {
+                    tracing::debug!(error = %err, "lease renewal lost a race; renewing next beat")
+                }
                 Err(err) => tracing::warn!(error = %err, "lease renewal failed"),
             }
         }
