@@ -28,7 +28,7 @@ use base64::Engine as _;
 use herald::store::Engine;
 
 mod common;
-use common::{admin_token, cpu_time, fresh_db, peak_rss_mb, percentile, serve};
+use common::{admin_token, cpu_time, cpu_time_of_all, fresh_db, peak_rss_mb, percentile, serve};
 
 const SECRET: &str = "whsec_YmVuY2gtc2VjcmV0LWtleS0xMjM0NTY3ODk=";
 /// The role argument that makes this binary the load client.
@@ -101,6 +101,7 @@ impl Load {
 /// OUT gets `start NS`, then `ID ACK_NS` per acknowledged request, then `failed N`
 /// and `cpu SECONDS` (the client's own CPU time).
 fn client_main(args: &[String]) {
+    herald::channels::install_crypto_provider();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -221,7 +222,11 @@ where
                     }
                     Ok(resp) => {
                         if failed.fetch_add(1, Ordering::Relaxed) < 3 {
-                            eprintln!("client: {} {}", resp.status(), resp.text().await.unwrap_or_default());
+                            eprintln!(
+                                "client: {} {}",
+                                resp.status(),
+                                resp.text().await.unwrap_or_default()
+                            );
                         }
                     }
                     Err(err) => {
@@ -333,8 +338,7 @@ async fn start_receiver() -> (String, Arc<Arrivals>) {
                         return axum::http::StatusCode::UNAUTHORIZED;
                     }
                     let at = now_ns();
-                    let json: serde_json::Value =
-                        serde_json::from_slice(&body).unwrap_or_default();
+                    let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
                     let run = json["run_id"].as_str().unwrap_or_default().to_string();
                     if state.first.lock().unwrap().insert(run, at).is_none() {
                         state.verified.fetch_add(1, Ordering::Relaxed);
@@ -366,7 +370,13 @@ impl Arrivals {
     }
 
     fn last_ns(&self) -> u64 {
-        self.first.lock().unwrap().values().copied().max().unwrap_or(0)
+        self.first
+            .lock()
+            .unwrap()
+            .values()
+            .copied()
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -378,6 +388,8 @@ struct Figures {
     p50_ms: f64,
     p99_ms: f64,
     herald_cores: f64,
+    /// The PostgreSQL server's processes (SQLite runs inside Herald).
+    database_cores: f64,
     client_cores: f64,
     receiver_cores: f64,
     herald_rss_mb: f64,
@@ -412,6 +424,7 @@ async fn measure(engine: Engine, load: Load, hook: &str, arrivals: &Arrivals) ->
     arrivals.reset();
 
     let (herald_cpu, receiver_cpu) = (cpu_time(&pid), cpu_time("self"));
+    let database_cpu = cpu_time_of_all("postgres");
     let load_args = load.args();
     let mut args = vec!["transition", server.base.as_str(), token.as_str(), ids_text];
     args.push(acks_path.to_str().unwrap());
@@ -423,6 +436,10 @@ async fn measure(engine: Engine, load: Load, hook: &str, arrivals: &Arrivals) ->
     let wall = (arrivals.last_ns() - report.start_ns) as f64 / 1e9;
     let herald_cores = (cpu_time(&pid) - herald_cpu).as_secs_f64() / wall;
     let receiver_cores = (cpu_time("self") - receiver_cpu).as_secs_f64() / wall;
+    let database_cores = cpu_time_of_all("postgres")
+        .saturating_sub(database_cpu)
+        .as_secs_f64()
+        / wall;
     let herald_rss_mb = peak_rss_mb(&pid);
     let mut latencies: Vec<f64> = {
         let first = arrivals.first.lock().unwrap();
@@ -433,7 +450,11 @@ async fn measure(engine: Engine, load: Load, hook: &str, arrivals: &Arrivals) ->
             .collect()
     };
     latencies.sort_by(f64::total_cmp);
-    assert_eq!(arrivals.rejected.load(Ordering::Relaxed), 0, "bad signatures");
+    assert_eq!(
+        arrivals.rejected.load(Ordering::Relaxed),
+        0,
+        "bad signatures"
+    );
     drop(server);
     db.drop_db().await;
 
@@ -456,6 +477,7 @@ async fn measure(engine: Engine, load: Load, hook: &str, arrivals: &Arrivals) ->
         p50_ms: percentile(&latencies, 0.5),
         p99_ms: percentile(&latencies, 0.99),
         herald_cores,
+        database_cores,
         client_cores: report.cpu / wall,
         receiver_cores,
         herald_rss_mb,
@@ -513,7 +535,7 @@ fn main() {
         herald::channels::install_crypto_provider();
         let (hook, arrivals) = start_receiver().await;
         println!(
-            "| engine | load | signed webhooks/s | commit → receiver p50 / p99 | CPU cores: Herald / client / receiver | Herald peak RSS | loopback ceiling | ratio |"
+            "| engine | load | signed webhooks/s | commit → receiver p50 / p99 | CPU cores: Herald / PostgreSQL / client / receiver | Herald peak RSS | loopback ceiling | ratio |"
         );
         println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
         for _ in 0..repeat {
@@ -525,13 +547,14 @@ fn main() {
                         None => ("—".into(), "—".into()),
                     };
                     println!(
-                        "| {} | {} | {:.0} | {:.1} / {:.1} ms | {:.2} / {:.2} / {:.2} | {:.0} MB | {} | {} |",
+                        "| {} | {} | {:.0} | {:.1} / {:.1} ms | {:.2} / {:.2} / {:.2} / {:.2} | {:.0} MB | {} | {} |",
                         engine.name(),
                         load.describe(),
                         f.per_second,
                         f.p50_ms,
                         f.p99_ms,
                         f.herald_cores,
+                        f.database_cores,
                         f.client_cores,
                         f.receiver_cores,
                         f.herald_rss_mb,

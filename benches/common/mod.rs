@@ -150,10 +150,32 @@ pub fn cpu_time(pid: &str) -> Duration {
     // Fields after the command name, which is in parentheses and may hold spaces.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
     let total = ticks(11) + ticks(12);
     Duration::from_secs_f64(total as f64 / CLOCK_TICKS_PER_SECOND)
+}
+
+/// CPU time used so far by every process whose command is `name` (e.g. the
+/// PostgreSQL server's backends; ones that exited meanwhile are not counted).
+pub fn cpu_time_of_all(name: &str) -> Duration {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Duration::ZERO;
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|pid| pid.chars().all(|c| c.is_ascii_digit()))
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
+        })
+        .map(|pid| cpu_time(&pid))
+        .sum()
 }
 
 /// `sysconf(_SC_CLK_TCK)`: 100 on every Linux this runs on.

@@ -87,6 +87,27 @@ impl Engine {
         }
     }
 
+    /// The statement that tells other nodes' listeners that events were committed,
+    /// sent on its own after the commit (never inside a producer's transaction: a
+    /// transaction that issued `NOTIFY` takes a global lock at COMMIT and holds it
+    /// across its WAL flush, which serialises every commit). `None`: the engine has
+    /// no such channel and other nodes find work by polling.
+    pub fn peer_notice(self) -> Option<&'static str> {
+        match self {
+            Engine::Postgres => Some("SELECT pg_notify('herald_outbox', '')"),
+            Engine::Sqlite | Engine::MySql => None,
+        }
+    }
+
+    /// Whether producers' write units share transactions (`store::group_commit`).
+    /// SQLite has one writer and one fsync per COMMIT, so sharing a COMMIT is what
+    /// multiplies its throughput (docs/BENCHMARKS.md, issue 9). PostgreSQL and
+    /// MySQL group concurrent commits themselves and run transactions in parallel
+    /// on several connections, which one serial writer would give up.
+    pub fn groups_commits(self) -> bool {
+        matches!(self, Engine::Sqlite)
+    }
+
     /// The tail of an `INSERT` that overwrites `columns` when `key` already exists.
     pub fn upsert_tail(self, key: &str, columns: &[&str]) -> String {
         match self {

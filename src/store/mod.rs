@@ -5,6 +5,7 @@
 mod approvals;
 mod deliveries;
 pub mod engine;
+pub mod group_commit;
 mod outbox;
 pub mod ports;
 mod records;
@@ -22,6 +23,7 @@ use sqlx::{AnyPool, ConnectOptions, Executor};
 
 pub use approvals::StatusCount;
 pub use engine::{Durability, Engine};
+pub use group_commit::{GroupCommitter, GroupLimits, UnitFuture};
 pub use records::Record;
 
 /// Errors at the storage boundary.
@@ -45,6 +47,10 @@ pub enum StoreError {
     Corrupt(String),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// The shared transaction a write unit ran in did not commit; nothing of the
+    /// unit was kept.
+    #[error("the group commit failed: {0}")]
+    GroupCommit(String),
 }
 
 impl StoreError {
