@@ -2,7 +2,7 @@
 //! transitions of pre-created runs to a verifying receiver, commit → receiver
 //! latency, Herald's CPU and peak RSS, and the bare loopback ceiling.
 //!
-//! `cargo bench --bench e2e -- [sqlite|postgres] [concurrency N] [runs N] [rate N] [seconds N] [repeat N]`
+//! `cargo bench --bench e2e -- [sqlite|postgres] [concurrency N] [runs N] [rate N] [seconds N] [repeat N] [connections N]`
 //!
 //! Three processes: the release `herald serve` on a fresh database; this process,
 //! which is the receiver (it verifies every Standard Webhooks signature and counts
@@ -15,6 +15,7 @@
 //! concurrency: the loopback ceiling, of which Herald's figure is printed as a ratio.
 //! Without `rate`, both a closed-loop run (`runs`, default 20,000) and an open-loop
 //! run at 1,000/s for 10 s are made. `repeat` runs everything that many times.
+//! `connections` sets Herald's `--database-max-connections` (default 8).
 //! PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
 //! Figures go to stdout as Markdown table rows for docs/BENCHMARKS.md.
 
@@ -385,6 +386,8 @@ impl Arrivals {
 
 struct Figures {
     per_second: f64,
+    /// Transitions answered `200` per second (commits, before any delivery).
+    acknowledged: f64,
     p50_ms: f64,
     p99_ms: f64,
     herald_cores: f64,
@@ -396,19 +399,25 @@ struct Figures {
     ceiling: Option<f64>,
 }
 
-async fn measure(engine: Engine, load: Load, hook: &str, arrivals: &Arrivals) -> Figures {
+async fn measure(
+    engine: Engine,
+    load: Load,
+    hook: &str,
+    arrivals: &Arrivals,
+    connections: Option<usize>,
+) -> Figures {
     let scratch = tempfile::tempdir().unwrap();
     let ids_path = scratch.path().join("ids");
     let acks_path = scratch.path().join("acks");
     let direct_path = scratch.path().join("direct");
     let db = fresh_db(engine, "e2e").await;
     let token = admin_token(&db.url);
-    let server = serve(
-        &db.url,
-        &["--destination-allowlist", "127.0.0.0/8"],
-        &[("HERALD_WEBHOOK_SECRET", SECRET)],
-    )
-    .await;
+    let pool = connections.map(|n| n.to_string());
+    let mut flags = vec!["--destination-allowlist", "127.0.0.0/8"];
+    if let Some(pool) = &pool {
+        flags.extend(["--database-max-connections", pool.as_str()]);
+    }
+    let server = serve(&db.url, &flags, &[("HERALD_WEBHOOK_SECRET", SECRET)]).await;
     let pid = server.pid().to_string();
     let runs = load.runs();
     let runs_text = runs.to_string();
@@ -434,6 +443,13 @@ async fn measure(engine: Engine, load: Load, hook: &str, arrivals: &Arrivals) ->
     assert_eq!(report.failed, 0, "transitions failed");
     arrivals.wait_for(runs as u64).await;
     let wall = (arrivals.last_ns() - report.start_ns) as f64 / 1e9;
+    let last_ack = report
+        .acks
+        .values()
+        .copied()
+        .max()
+        .unwrap_or(report.start_ns);
+    let acknowledged = runs as f64 / ((last_ack - report.start_ns) as f64 / 1e9);
     let herald_cores = (cpu_time(&pid) - herald_cpu).as_secs_f64() / wall;
     let receiver_cores = (cpu_time("self") - receiver_cpu).as_secs_f64() / wall;
     let database_cores = cpu_time_of_all("postgres")
@@ -474,6 +490,7 @@ async fn measure(engine: Engine, load: Load, hook: &str, arrivals: &Arrivals) ->
     };
     Figures {
         per_second: runs as f64 / wall,
+        acknowledged,
         p50_ms: percentile(&latencies, 0.5),
         p99_ms: percentile(&latencies, 0.99),
         herald_cores,
@@ -526,6 +543,8 @@ fn main() {
         ],
     };
     let repeat = number("repeat").unwrap_or(1);
+    // Herald's `database_max_connections` (its default when not given).
+    let connections = number("connections");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -535,22 +554,23 @@ fn main() {
         herald::channels::install_crypto_provider();
         let (hook, arrivals) = start_receiver().await;
         println!(
-            "| engine | load | signed webhooks/s | commit → receiver p50 / p99 | CPU cores: Herald / PostgreSQL / client / receiver | Herald peak RSS | loopback ceiling | ratio |"
+            "| engine | load | signed webhooks/s | transitions acknowledged/s | commit → receiver p50 / p99 | CPU cores: Herald / PostgreSQL / client / receiver | Herald peak RSS | loopback ceiling | ratio |"
         );
-        println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+        println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
         for _ in 0..repeat {
             for engine in &engines {
                 for load in &loads {
-                    let f = measure(*engine, *load, &hook, &arrivals).await;
+                    let f = measure(*engine, *load, &hook, &arrivals, connections).await;
                     let (ceiling, ratio) = match f.ceiling {
                         Some(c) => (format!("{c:.0}/s"), format!("{:.2}", f.per_second / c)),
                         None => ("—".into(), "—".into()),
                     };
                     println!(
-                        "| {} | {} | {:.0} | {:.1} / {:.1} ms | {:.2} / {:.2} / {:.2} / {:.2} | {:.0} MB | {} | {} |",
+                        "| {} | {} | {:.0} | {:.0} | {:.1} / {:.1} ms | {:.2} / {:.2} / {:.2} / {:.2} | {:.0} MB | {} | {} |",
                         engine.name(),
                         load.describe(),
                         f.per_second,
+                        f.acknowledged,
                         f.p50_ms,
                         f.p99_ms,
                         f.herald_cores,

@@ -70,7 +70,13 @@ impl Engine {
                 "PRAGMA busy_timeout = 10000",
                 "PRAGMA foreign_keys = ON",
             ],
-            Engine::Postgres => &["SET TIME ZONE 'UTC'"],
+            // A plan per execution: a generic plan cached while the outbox was
+            // small (or had no statistics yet) turns the claim into a scan of every
+            // pending row once a backlog builds (issue 9: claims of seconds).
+            Engine::Postgres => &[
+                "SET TIME ZONE 'UTC'",
+                "SET plan_cache_mode = force_custom_plan",
+            ],
             Engine::MySql => &[
                 "SET time_zone = '+00:00'",
                 "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
