@@ -105,6 +105,17 @@ impl Engine {
         }
     }
 
+    /// Connections of a pool beside the writer for reads that need no write
+    /// transaction (every request's API-token lookup), or 0 to share the one pool.
+    /// SQLite has one writer connection, which would otherwise serve every such
+    /// read in line with the group commits; in WAL mode readers run beside it.
+    pub fn read_connections(self) -> u32 {
+        match self {
+            Engine::Sqlite => 4,
+            Engine::Postgres | Engine::MySql => 0,
+        }
+    }
+
     /// Whether producers' write units share transactions (`store::group_commit`).
     /// SQLite has one writer and one fsync per COMMIT, so sharing a COMMIT is what
     /// multiplies its throughput (docs/BENCHMARKS.md, issue 9). PostgreSQL and
