@@ -9,11 +9,13 @@
 //! sees it. PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
 //! Figures go to stdout as Markdown table rows for docs/BENCHMARKS.md.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use herald::store::{Engine, SqlStore, StoreOptions};
-use sqlx::{AnyConnection, Connection, Executor};
+use sqlx::Executor;
+
+mod common;
+use common::{admin_token, fresh_db, percentile, serve, BenchDb};
 
 /// One run in this many has a `failed` delivery, one in `UNCERTAIN_EVERY` an
 /// `uncertain` one, one in `PENDING_EVERY` a `pending` one: "needs attention" is rare.
@@ -53,54 +55,6 @@ fn parse_args() -> Args {
         args.engines = vec![Engine::Sqlite, Engine::Postgres];
     }
     args
-}
-
-/// A fresh database for one engine; dropped again at the end.
-struct BenchDb {
-    url: String,
-    cleanup: Option<(String, String)>,
-    _dir: Option<tempfile::TempDir>,
-}
-
-async fn fresh_db(engine: Engine) -> BenchDb {
-    match engine {
-        Engine::Sqlite => {
-            let dir = tempfile::tempdir().expect("temp dir");
-            BenchDb {
-                url: format!("sqlite://{}/herald.db", dir.path().display()),
-                cleanup: None,
-                _dir: Some(dir),
-            }
-        }
-        Engine::Postgres => {
-            let admin = std::env::var("HERALD_BENCH_POSTGRES_URL")
-                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-            let name = format!("herald_bench_console_{}", std::process::id());
-            let mut conn = AnyConnection::connect(&admin).await.expect("postgres");
-            conn.execute(format!("CREATE DATABASE {name}").as_str())
-                .await
-                .expect("create database");
-            let mut url = url::Url::parse(&admin).unwrap();
-            url.set_path(&format!("/{name}"));
-            BenchDb {
-                url: url.to_string(),
-                cleanup: Some((admin, name)),
-                _dir: None,
-            }
-        }
-        Engine::MySql => unimplemented!("the console benchmark covers SQLite and PostgreSQL"),
-    }
-}
-
-impl BenchDb {
-    async fn drop_db(self) {
-        if let Some((admin, name)) = self.cleanup {
-            let mut conn = AnyConnection::connect(&admin).await.expect("postgres");
-            let _ = conn
-                .execute(format!("DROP DATABASE {name} WITH (FORCE)").as_str())
-                .await;
-        }
-    }
 }
 
 /// Bulk seed: `runs` finished runs over 20 types and 500 tenants, each with a
@@ -179,82 +133,6 @@ async fn seed(db: &BenchDb, engine: Engine, runs: i64) {
     store.close().await;
 }
 
-fn herald() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_herald"))
-}
-
-fn admin_token(db_url: &str) -> String {
-    let out = herald()
-        .args(["token", "create", "--name", "bench", "--role", "admin"])
-        .args(["--database-url", db_url])
-        .output()
-        .expect("herald token create");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    text.lines()
-        .map(str::trim)
-        .find(|line| line.starts_with(herald::auth::token::TOKEN_PREFIX))
-        .map(str::to_string)
-        .expect("a token in the output")
-}
-
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn serve(db_url: &str) -> Server {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = herald()
-        .arg("serve")
-        .args(["--database-url", db_url])
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--site-root", std::env::temp_dir().to_str().unwrap()])
-        // The seeded deliveries point nowhere: workers stay idle so only rendering is timed.
-        .args(["--worker-poll-interval-ms", "600000"])
-        .env("HERALD_ADMIN_PASSWORD", "bench-admin-password")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("herald serve");
-    let server = Server {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-    };
-    let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Ok(resp) = client.get(format!("{}/readyz", server.base)).send().await {
-            if resp.status().is_success() {
-                break;
-            }
-        }
-        assert!(Instant::now() < deadline, "herald did not become ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    server
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index]
-}
-
 async fn time_page(
     client: &reqwest::Client,
     base: &str,
@@ -312,10 +190,11 @@ async fn main() {
     sqlx::any::install_default_drivers();
     herald::channels::install_crypto_provider();
     for engine in args.engines {
-        let db = fresh_db(engine).await;
+        let db = fresh_db(engine, "console").await;
         seed(&db, engine, args.runs).await;
         let token = admin_token(&db.url);
-        let server = serve(&db.url).await;
+        // The seeded deliveries point nowhere: workers stay idle so only rendering is timed.
+        let server = serve(&db.url, &["--worker-poll-interval-ms", "600000"], &[]).await;
         let client = reqwest::Client::new();
         println!(
             "\n{} — {} runs, {} events, {} requests per page (after 10 warm-up)\n",

@@ -29,7 +29,7 @@ use crate::outbox::model::Source;
 use crate::outbox::policy::RetryPolicy;
 use crate::outbox::worker::{DrainReport, Worker, WorkerConfig};
 use crate::outbox::Outbox;
-use crate::store::{Engine, SqlStore, StoreOptions};
+use crate::store::{Engine, GroupCommitter, GroupLimits, SqlStore, StoreOptions};
 
 pub struct Runtime {
     /// The jobs store's outbox, for producers.
@@ -180,7 +180,13 @@ impl Runtime {
         stop: CancellationToken,
     ) -> anyhow::Result<Runtime> {
         let wake = Arc::new(Notify::new());
-        let jobs = Outbox::new(Arc::new(jobs_store.clone()), wake.clone());
+        let mut jobs = Outbox::new(Arc::new(jobs_store.clone()), wake.clone());
+        if jobs_store.engine().groups_commits() {
+            jobs = jobs.with_group_commit(GroupCommitter::start(
+                jobs_store.clone(),
+                GroupLimits::default(),
+            ));
+        }
         // One HTTP client (one connection pool) and one destination guard for every
         // source's handlers.
         let (deliveries, webhook) = delivery_handler(settings)?;
@@ -378,8 +384,8 @@ impl Runtime {
     }
 }
 
-/// Wakes local workers when any node commits events (PostgreSQL NOTIFY is sent
-/// at commit by `enqueue_in`).
+/// Wakes local workers when any node commits events (the PostgreSQL NOTIFY that
+/// `outbox::peer_notice` sends after commits).
 async fn listen_for_commits(url: String, wakes: Vec<Arc<Notify>>, stop: CancellationToken) {
     loop {
         let listened = async {

@@ -12,11 +12,14 @@ use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery, MaybeViewer};
 use super::AppState;
 use crate::service::deliveries::RetryRequest;
-use crate::service::runs::{CreateRun, RunDetail, TransitionRequest, TransitionResponse};
+use crate::service::runs::{
+    BatchTransitions, CreateRun, RunDetail, TransitionRequest, TransitionResponse,
+};
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/runs", get(list_runs).post(create_run))
+        .route("/runs/transitions", post(transition_runs))
         .route("/runs/{id}", get(get_run))
         .route("/runs/{id}/transitions", post(transition_run))
         .route("/runs/{id}/deliveries", get(run_deliveries))
@@ -114,6 +117,33 @@ async fn transition_run(
     Ok(Json(
         state.runs.transition(viewer.as_ref(), &id, body).await?,
     ))
+}
+
+/// `200` with one result per item, in order: `{"status": 200, "run", "notifications",
+/// "replayed"}` or `{"status": <its own code>, "error", "message", …}`.
+async fn transition_runs(
+    State(state): State<AppState>,
+    MaybeViewer(viewer): MaybeViewer,
+    ApiJson(body): ApiJson<BatchTransitions>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let results = state.runs.transition_batch(viewer.as_ref(), body).await?;
+    let items: Vec<serde_json::Value> = results
+        .into_iter()
+        .map(|result| match result {
+            Ok(moved) => {
+                let mut item = serde_json::to_value(moved).unwrap_or_default();
+                item["status"] = serde_json::json!(StatusCode::OK.as_u16());
+                item
+            }
+            Err(err) => {
+                let err = ApiError::from(err);
+                let mut item = err.body();
+                item["status"] = serde_json::json!(err.status.as_u16());
+                item
+            }
+        })
+        .collect();
+    Ok(Json(serde_json::json!({ "results": items })))
 }
 
 async fn run_deliveries(

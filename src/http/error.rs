@@ -110,8 +110,10 @@ impl From<JsonRejection> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The error's JSON body: `{"error","message"}`, with `field` and
+    /// `current_status` where they apply.
+    pub fn body(&self) -> serde_json::Value {
         let mut body = json!({ "error": self.code, "message": self.message });
         if let Some(field) = self.field {
             body["field"] = json!(field);
@@ -119,6 +121,12 @@ impl IntoResponse for ApiError {
         if let Some(current) = self.current_status {
             body["current_status"] = json!(current);
         }
-        (self.status, Json(body)).into_response()
+        body
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body())).into_response()
     }
 }

@@ -7,6 +7,7 @@ pub mod handler;
 pub mod maintenance;
 pub mod metrics;
 pub mod model;
+pub mod peer_notice;
 pub mod policy;
 pub mod worker;
 
@@ -15,19 +16,56 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use crate::store::ports::{OutboxStore, WriteTx};
-use crate::store::StoreError;
+use crate::store::{GroupCommitter, StoreError, UnitFuture};
 use model::NewEvent;
+use peer_notice::PeerNotifier;
 
 /// The producer's side of one store's outbox.
 #[derive(Clone)]
 pub struct Outbox {
     store: Arc<dyn OutboxStore>,
     wake: Arc<Notify>,
+    peers: PeerNotifier,
+    /// Set where write units share transactions (`store::group_commit`).
+    group: Option<GroupCommitter>,
 }
 
 impl Outbox {
     pub fn new(store: Arc<dyn OutboxStore>, wake: Arc<Notify>) -> Self {
-        Outbox { store, wake }
+        Outbox {
+            peers: PeerNotifier::new(store.clone()),
+            store,
+            wake,
+            group: None,
+        }
+    }
+
+    /// Runs [`Outbox::write`] units through `group` (same store as this outbox).
+    pub fn with_group_commit(mut self, group: GroupCommitter) -> Self {
+        self.group = Some(group);
+        self
+    }
+
+    /// Runs `work` in a write transaction and returns once that transaction has
+    /// committed: shared with other units under group commit (an `Err` rolls back
+    /// only this unit), else a transaction of its own. Then wakes the workers.
+    pub async fn write<T, E, F>(&self, work: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        F: for<'a> FnOnce(&'a mut WriteTx) -> UnitFuture<'a, T, E> + Send + 'static,
+    {
+        let value = match &self.group {
+            Some(group) => group.run(work).await?,
+            None => {
+                let mut tx = self.begin().await?;
+                let value = work(&mut tx).await?;
+                tx.commit().await.map_err(StoreError::from)?;
+                value
+            }
+        };
+        self.committed();
+        Ok(value)
     }
 
     pub fn store(&self) -> &Arc<dyn OutboxStore> {
@@ -48,11 +86,17 @@ impl Outbox {
         self.store.enqueue_in(tx, event).await
     }
 
-    /// Commits, then wakes this process's workers so the events do not wait a poll.
+    /// Commits, then wakes this process's workers so the events do not wait a
+    /// poll, and (coalesced) other nodes' workers.
     pub async fn commit(&self, tx: WriteTx) -> Result<(), StoreError> {
         tx.commit().await?;
-        self.wake.notify_one();
+        self.committed();
         Ok(())
+    }
+
+    fn committed(&self) {
+        self.wake.notify_one();
+        self.peers.signal();
     }
 
     /// Enqueues events in a transaction of their own.

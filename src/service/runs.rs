@@ -11,8 +11,9 @@ use super::deliveries::DeliveryService;
 use super::{format_ms, parse_instant, require, ServiceError};
 use crate::best_effort::BestEffortSender;
 use crate::notifications::NotificationPlanner;
+use crate::outbox::model::NewEvent;
 use crate::outbox::Outbox;
-use crate::store::ports::{NewRun, Run, RunFilter, RunRepository};
+use crate::store::ports::{NewRun, Run, RunFilter, RunRepository, WriteTx};
 
 pub const MAX_RUN_TYPE_LEN: usize = 64;
 pub const MAX_TENANT_LEN: usize = 128;
@@ -38,6 +39,26 @@ pub struct CreateRun {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TransitionRequest {
+    pub to: RunStatus,
+    #[serde(default)]
+    pub result: Option<serde_json::Value>,
+}
+
+/// Most items one `POST /api/v1/runs/transitions` may carry.
+pub const MAX_BATCH_TRANSITIONS: usize = 500;
+
+/// The body of `POST /api/v1/runs/transitions`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchTransitions {
+    pub transitions: Vec<BatchItem>,
+}
+
+/// One item of a batch: a run and where it moves.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchItem {
+    pub run_id: String,
     pub to: RunStatus,
     #[serde(default)]
     pub result: Option<serde_json::Value>,
@@ -71,6 +92,14 @@ pub struct RunDetail {
     pub transition_seq: i64,
     pub created_at: String,
     pub updated_at: String,
+}
+
+/// What a transition's write unit did.
+enum Moved {
+    /// The run already stood where the request asked: nothing written.
+    Replayed(Run),
+    /// The run moved; `events` are what it owes (enqueued unless best effort).
+    Transitioned { run: Run, events: Vec<NewEvent> },
 }
 
 #[derive(Clone)]
@@ -140,10 +169,101 @@ impl RunService {
             }
         };
         let to = request.to;
-        let mut tx = self.outbox.begin().await?;
+        // One write unit: under group commit it shares a transaction (and its
+        // fsync) with concurrent units, and returns only after that commit.
+        let service = self.clone();
+        let run_id = id.to_string();
+        let moved = self
+            .outbox
+            .write(move |tx| {
+                Box::pin(async move { service.transition_in(tx, &run_id, to, result).await })
+            })
+            .await?;
+        let (run, events) = match moved {
+            Moved::Replayed(current) => {
+                return Ok(TransitionResponse {
+                    run: detail(current, viewer),
+                    notifications: Vec::new(),
+                    replayed: true,
+                })
+            }
+            Moved::Transitioned { run, events } => (run, events),
+        };
+        if let Some(sender) = &self.best_effort {
+            tracing::info!(run_id = %run.id, status = to.as_str(), best_effort_notifications = events.len(), by = %viewer.name, "run transitioned");
+            sender.send(events);
+            return Ok(TransitionResponse {
+                run: detail(run, viewer),
+                notifications: Vec::new(),
+                replayed: false,
+            });
+        }
+        tracing::info!(run_id = %run.id, status = to.as_str(), notifications = events.len(), by = %viewer.name, "run transitioned");
+        Ok(TransitionResponse {
+            run: detail(run, viewer),
+            notifications: events.into_iter().map(|e| e.event_id).collect(),
+            replayed: false,
+        })
+    }
+
+    /// Several transitions at once, each exactly as [`RunService::transition`] would
+    /// make it (they run concurrently, so under group commit they share commits).
+    /// One result per item, in order; one item's failure never fails another.
+    pub async fn transition_batch(
+        &self,
+        viewer: Option<&Viewer>,
+        batch: BatchTransitions,
+    ) -> Result<Vec<Result<TransitionResponse, ServiceError>>, ServiceError> {
+        let viewer = require(viewer, Permission::RunsWrite)?.clone();
+        let n = batch.transitions.len();
+        if n == 0 || n > MAX_BATCH_TRANSITIONS {
+            return Err(ServiceError::invalid(
+                "transitions",
+                format!("holds {n} items; a batch holds 1 to {MAX_BATCH_TRANSITIONS}"),
+            ));
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for (index, item) in batch.transitions.into_iter().enumerate() {
+            let (service, viewer) = (self.clone(), viewer.clone());
+            tasks.spawn(async move {
+                let request = TransitionRequest {
+                    to: item.to,
+                    result: item.result,
+                };
+                let outcome = service
+                    .transition(Some(&viewer), &item.run_id, request)
+                    .await;
+                (index, outcome)
+            });
+        }
+        let mut results: Vec<Option<Result<TransitionResponse, ServiceError>>> =
+            (0..n).map(|_| None).collect();
+        while let Some(joined) = tasks.join_next().await {
+            let (index, outcome) = joined
+                .map_err(|e| ServiceError::Internal(format!("a batch item panicked: {e}")))?;
+            results[index] = Some(outcome);
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| Err(ServiceError::Internal("a batch item was lost".into())))
+            })
+            .collect())
+    }
+
+    /// The writes of one transition inside `tx`: lock the run, check the move,
+    /// apply it, and enqueue the events it owes (unless they are sent best effort
+    /// after the commit).
+    async fn transition_in(
+        &self,
+        tx: &mut WriteTx,
+        id: &str,
+        to: RunStatus,
+        result: Option<String>,
+    ) -> Result<Moved, ServiceError> {
         let current = self
             .repo
-            .lock_run(&mut tx, id)
+            .lock_run(tx, id)
             .await?
             .ok_or_else(|| ServiceError::NotFound(format!("run {id:?}")))?;
         // Nothing ever moves to `queued`, so a request for it is never a repeat.
@@ -151,14 +271,7 @@ impl RunService {
             let same_result =
                 parse_json(current.result.as_deref()) == parse_json(result.as_deref());
             if !to.is_terminal() || same_result {
-                tx.rollback()
-                    .await
-                    .map_err(|e| ServiceError::Internal(e.to_string()))?;
-                return Ok(TransitionResponse {
-                    run: detail(current, viewer),
-                    notifications: Vec::new(),
-                    replayed: true,
-                });
+                return Ok(Moved::Replayed(current));
             }
         }
         if !current.status.can_transition_to(to) {
@@ -169,33 +282,19 @@ impl RunService {
         }
         let run = self
             .repo
-            .apply_transition(&mut tx, &current, to, result.as_deref())
+            .apply_transition(tx, &current, to, result.as_deref())
             .await?;
         let events = if to.is_terminal() {
             self.planner.for_terminal(&run, &run.routes)
         } else {
             Vec::new()
         };
-        if let Some(sender) = &self.best_effort {
-            self.outbox.commit(tx).await?;
-            tracing::info!(run_id = %run.id, status = to.as_str(), best_effort_notifications = events.len(), by = %viewer.name, "run transitioned");
-            sender.send(events);
-            return Ok(TransitionResponse {
-                run: detail(run, viewer),
-                notifications: Vec::new(),
-                replayed: false,
-            });
+        if self.best_effort.is_none() {
+            for event in &events {
+                self.outbox.enqueue_in(tx, event).await?;
+            }
         }
-        for event in &events {
-            self.outbox.enqueue_in(&mut tx, event).await?;
-        }
-        self.outbox.commit(tx).await?;
-        tracing::info!(run_id = %run.id, status = to.as_str(), notifications = events.len(), by = %viewer.name, "run transitioned");
-        Ok(TransitionResponse {
-            run: detail(run, viewer),
-            notifications: events.into_iter().map(|e| e.event_id).collect(),
-            replayed: false,
-        })
+        Ok(Moved::Transitioned { run, events })
     }
 
     pub async fn create(
@@ -211,7 +310,17 @@ impl RunService {
                 format!("no delivery route is named {unknown:?}"),
             ));
         }
-        let run = self.repo.create_run(new_run).await?;
+        let repo = self.repo.clone();
+        let run = self
+            .outbox
+            .write(move |tx| {
+                Box::pin(async move {
+                    repo.create_run_in(tx, new_run)
+                        .await
+                        .map_err(ServiceError::from)
+                })
+            })
+            .await?;
         tracing::info!(run_id = %run.id, run_type = %run.run_type, by = %viewer.name, "run created");
         Ok(detail(run, viewer))
     }

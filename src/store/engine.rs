@@ -70,7 +70,13 @@ impl Engine {
                 "PRAGMA busy_timeout = 10000",
                 "PRAGMA foreign_keys = ON",
             ],
-            Engine::Postgres => &["SET TIME ZONE 'UTC'"],
+            // A plan per execution: a generic plan cached while the outbox was
+            // small (or had no statistics yet) turns the claim into a scan of every
+            // pending row once a backlog builds (issue 9: claims of seconds).
+            Engine::Postgres => &[
+                "SET TIME ZONE 'UTC'",
+                "SET plan_cache_mode = force_custom_plan",
+            ],
             Engine::MySql => &[
                 "SET time_zone = '+00:00'",
                 "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
@@ -85,6 +91,38 @@ impl Engine {
             Engine::Sqlite => "BEGIN IMMEDIATE",
             Engine::Postgres | Engine::MySql => "BEGIN",
         }
+    }
+
+    /// The statement that tells other nodes' listeners that events were committed,
+    /// sent on its own after the commit (never inside a producer's transaction: a
+    /// transaction that issued `NOTIFY` takes a global lock at COMMIT and holds it
+    /// across its WAL flush, which serialises every commit). `None`: the engine has
+    /// no such channel and other nodes find work by polling.
+    pub fn peer_notice(self) -> Option<&'static str> {
+        match self {
+            Engine::Postgres => Some("SELECT pg_notify('herald_outbox', '')"),
+            Engine::Sqlite | Engine::MySql => None,
+        }
+    }
+
+    /// Connections of a pool beside the writer for reads that need no write
+    /// transaction (every request's API-token lookup), or 0 to share the one pool.
+    /// SQLite has one writer connection, which would otherwise serve every such
+    /// read in line with the group commits; in WAL mode readers run beside it.
+    pub fn read_connections(self) -> u32 {
+        match self {
+            Engine::Sqlite => 4,
+            Engine::Postgres | Engine::MySql => 0,
+        }
+    }
+
+    /// Whether producers' write units share transactions (`store::group_commit`).
+    /// SQLite has one writer and one fsync per COMMIT, so sharing a COMMIT is what
+    /// multiplies its throughput (docs/BENCHMARKS.md, issue 9). PostgreSQL and
+    /// MySQL group concurrent commits themselves and run transactions in parallel
+    /// on several connections, which one serial writer would give up.
+    pub fn groups_commits(self) -> bool {
+        matches!(self, Engine::Sqlite)
     }
 
     /// The tail of an `INSERT` that overwrites `columns` when `key` already exists.

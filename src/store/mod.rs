@@ -6,6 +6,7 @@ mod approvals;
 mod deliveries;
 pub mod engine;
 mod fault;
+pub mod group_commit;
 mod outbox;
 pub mod ports;
 mod records;
@@ -24,6 +25,7 @@ use sqlx::{AnyPool, ConnectOptions, Executor};
 pub use approvals::StatusCount;
 pub use engine::{Durability, Engine};
 pub use fault::StoreFault;
+pub use group_commit::{GroupCommitter, GroupLimits, UnitFuture};
 pub use records::Record;
 
 /// Errors at the storage boundary.
@@ -47,6 +49,10 @@ pub enum StoreError {
     Corrupt(String),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// The shared transaction a write unit ran in did not commit; nothing of the
+    /// unit was kept.
+    #[error("the group commit failed: {0}")]
+    GroupCommit(String),
 }
 
 impl StoreError {
@@ -70,6 +76,9 @@ pub struct StoreOptions {
 #[derive(Clone, Debug)]
 pub struct SqlStore {
     pool: AnyPool,
+    /// Reads beside the writer (`Engine::read_connections`); `pool` itself when
+    /// the engine shares one pool or the database lives in one connection.
+    reads: AnyPool,
     engine: Engine,
     durability: Durability,
 }
@@ -99,29 +108,41 @@ impl SqlStore {
             Engine::Sqlite => 1,
             _ => options.max_connections.max(1),
         };
-        let mut pool_options = AnyPoolOptions::new();
-        if durability.keeps_connection_forever() {
-            pool_options = pool_options
-                .min_connections(1)
-                .idle_timeout(None)
-                .max_lifetime(None);
-        }
-        let pool = pool_options
-            .max_connections(max_connections)
-            .acquire_timeout(Duration::from_secs(30))
-            .after_connect(move |conn, _meta| {
-                Box::pin(async move {
-                    for statement in engine.connection_setup() {
-                        conn.execute(*statement).await?;
-                    }
-                    Ok(())
+        let pool_options = |max_connections: u32| {
+            let mut options = AnyPoolOptions::new();
+            if durability.keeps_connection_forever() {
+                options = options
+                    .min_connections(1)
+                    .idle_timeout(None)
+                    .max_lifetime(None);
+            }
+            options
+                .max_connections(max_connections)
+                .acquire_timeout(Duration::from_secs(30))
+                .after_connect(move |conn, _meta| {
+                    Box::pin(async move {
+                        for statement in engine.connection_setup() {
+                            conn.execute(*statement).await?;
+                        }
+                        Ok(())
+                    })
                 })
-            })
-            .connect_with(connect_options)
+        };
+        let pool = pool_options(max_connections)
+            .connect_with(connect_options.clone())
             .await
             .map_err(connect_error)?;
+        // An in-memory database exists only inside its one connection.
+        let reads = match engine.read_connections() {
+            n if n > 0 && !durability.keeps_connection_forever() => pool_options(n)
+                .connect_with(connect_options)
+                .await
+                .map_err(connect_error)?,
+            _ => pool.clone(),
+        };
         Ok(SqlStore {
             pool,
+            reads,
             engine,
             durability,
         })
@@ -163,6 +184,7 @@ impl SqlStore {
     }
 
     pub async fn close(&self) {
+        self.reads.close().await;
         self.pool.close().await;
     }
 }

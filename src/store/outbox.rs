@@ -437,13 +437,16 @@ impl OutboxStore for SqlStore {
             .bind(event.delay_ms.max(0))
             .execute(&mut **tx)
             .await?;
-        if self.engine == super::Engine::Postgres {
-            // Delivered to listeners when (and only if) the transaction commits.
-            sqlx::query("SELECT pg_notify('herald_outbox', '')")
-                .execute(&mut **tx)
-                .await?;
-        }
+        // Other nodes hear of it after the commit (`outbox::peer_notice`).
         Ok(())
+    }
+
+    async fn notify_peers(&self) -> Result<bool, StoreError> {
+        let Some(notice) = self.engine.peer_notice() else {
+            return Ok(false);
+        };
+        sqlx::query(notice).execute(&self.pool).await?;
+        Ok(true)
     }
 
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<ClaimedEvent>, StoreError> {

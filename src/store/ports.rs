@@ -92,6 +92,8 @@ pub trait TokenRepository: Send + Sync {
 #[async_trait]
 pub trait RunRepository: Send + Sync {
     async fn create_run(&self, run: NewRun) -> Result<Run, StoreError>;
+    /// Creates a run inside `tx` (with its type in `run_types`).
+    async fn create_run_in(&self, tx: &mut WriteTx, run: NewRun) -> Result<Run, StoreError>;
     async fn get_run(&self, id: &str) -> Result<Option<Run>, StoreError>;
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>, StoreError>;
     async fn run_types(&self) -> Result<Vec<String>, StoreError>;
@@ -179,6 +181,9 @@ pub trait OutboxStore: Send + Sync {
         tx: &mut WriteTx,
         event: &crate::outbox::model::NewEvent,
     ) -> Result<(), StoreError>;
+    /// Sends the engine's peer notice (`Engine::peer_notice`) on a connection of its
+    /// own; `false` when the engine has none.
+    async fn notify_peers(&self) -> Result<bool, StoreError>;
     /// Leases due events (and expired leases of redeliverable ones) to one worker.
     async fn claim(
         &self,

@@ -33,6 +33,13 @@ fn run_from_row(row: &AnyRow) -> Result<Run, StoreError> {
 #[async_trait]
 impl RunRepository for SqlStore {
     async fn create_run(&self, run: NewRun) -> Result<Run, StoreError> {
+        let mut tx = self.pool.begin_with(self.engine.begin_write()).await?;
+        let run = self.create_run_in(&mut tx, run).await?;
+        tx.commit().await?;
+        Ok(run)
+    }
+
+    async fn create_run_in(&self, tx: &mut WriteTx, run: NewRun) -> Result<Run, StoreError> {
         let id = uuid::Uuid::now_v7().to_string();
         let now = self.engine.now_ms();
         let sql = format!(
@@ -42,14 +49,13 @@ impl RunRepository for SqlStore {
         // The run and its type commit together, so the type list (the console's
         // filter) never needs to scan the runs. A known type is only read, so runs of
         // one type do not queue on its row lock.
-        let mut tx = self.pool.begin_with(self.engine.begin_write()).await?;
         let known = sqlx::query(
             &self
                 .engine
                 .sql("SELECT run_type FROM run_types WHERE run_type = ?"),
         )
         .bind(&run.run_type)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await?
         .is_some();
         if !known {
@@ -59,7 +65,7 @@ impl RunRepository for SqlStore {
             );
             sqlx::query(&self.engine.sql(&type_sql))
                 .bind(&run.run_type)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
         }
         sqlx::query(&self.engine.sql(&sql))
@@ -69,12 +75,14 @@ impl RunRepository for SqlStore {
             .bind(RunStatus::Queued.as_str())
             .bind(&run.callback_url)
             .bind(serde_json::to_string(&run.routes).unwrap_or_else(|_| "[]".into()))
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
-        tx.commit().await?;
-        self.get_run(&id)
-            .await?
-            .ok_or_else(|| StoreError::Corrupt("created run vanished".into()))
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?");
+        let row = sqlx::query(&self.engine.sql(&sql))
+            .bind(&id)
+            .fetch_one(&mut **tx)
+            .await?;
+        run_from_row(&row)
     }
 
     async fn get_run(&self, id: &str) -> Result<Option<Run>, StoreError> {

@@ -57,7 +57,7 @@ impl TokenRepository for SqlStore {
                 .sql("SELECT id, name, role, created_at FROM api_tokens WHERE secret_hash = ?"),
         )
         .bind(secret_hash)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.reads)
         .await?;
         row.as_ref().map(token_from_row).transpose()
     }

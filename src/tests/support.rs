@@ -694,3 +694,25 @@ pub fn lines_with(log: &std::path::Path, needle: &str) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// Sends `request` and reads its JSON body (whatever the status).
+pub async fn json_of(request: reqwest::RequestBuilder) -> serde_json::Value {
+    request.send().await.unwrap().json().await.unwrap()
+}
+
+/// Creates a run of type `etl` through the JSON API at `base`; returns its id.
+pub async fn create_run_via_api(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    callback_url: Option<&str>,
+) -> String {
+    let run = json_of(
+        client
+            .post(format!("{base}/api/v1/runs"))
+            .bearer_auth(token)
+            .json(&serde_json::json!({"type": "etl", "tenant": "t", "callback_url": callback_url})),
+    )
+    .await;
+    run["id"].as_str().expect("a created run").to_string()
+}

@@ -1,0 +1,588 @@
+//! End to end through the HTTP API (issue 9): signed webhooks per second from
+//! transitions of pre-created runs to a verifying receiver, commit → receiver
+//! latency, Herald's CPU and peak RSS, and the bare loopback ceiling.
+//!
+//! `cargo bench --bench e2e -- [sqlite|postgres] [concurrency N] [runs N] [rate N] [seconds N] [repeat N] [connections N]`
+//!
+//! Three processes: the release `herald serve` on a fresh database; this process,
+//! which is the receiver (it verifies every Standard Webhooks signature and counts
+//! only verified callbacks); and the load client, this same binary started again
+//! with a role argument. The client first creates the runs (not timed), then moves
+//! each to `succeeded` through `POST /api/v1/runs/{id}/transitions`, either closed
+//! loop at `concurrency` connections (the throughput figure) or open loop at `rate`
+//! per second for `seconds` (the latency figure). Afterwards the same client sends
+//! the same number of signed webhooks straight to the same receiver at the same
+//! concurrency: the loopback ceiling, of which Herald's figure is printed as a ratio.
+//! Without `rate`, both a closed-loop run (`runs`, default 20,000) and an open-loop
+//! run at 1,000/s for 10 s are made. `repeat` runs everything that many times.
+//! `connections` sets Herald's `--database-max-connections` (default 8).
+//! PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
+//! Figures go to stdout as Markdown table rows for docs/BENCHMARKS.md.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use herald::store::Engine;
+
+mod common;
+use common::{admin_token, cpu_time, cpu_time_of_all, fresh_db, peak_rss_mb, percentile, serve};
+
+const SECRET: &str = "whsec_YmVuY2gtc2VjcmV0LWtleS0xMjM0NTY3ODk=";
+/// The role argument that makes this binary the load client.
+const CLIENT_ROLE: &str = "--e2e-client";
+
+/// Wall-clock nanoseconds: the client and the receiver are different processes,
+/// and both read this one clock.
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+#[derive(Clone, Copy)]
+enum Load {
+    /// `concurrency` requests in flight until `runs` are done.
+    Closed { concurrency: usize, runs: usize },
+    /// `rate` requests a second for `seconds`, each sent when due.
+    Open { rate: usize, seconds: usize },
+}
+
+impl Load {
+    fn runs(self) -> usize {
+        match self {
+            Load::Closed { runs, .. } => runs,
+            Load::Open { rate, seconds } => rate * seconds,
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Load::Closed { concurrency, runs } => {
+                format!("{runs} transitions, {concurrency} connections")
+            }
+            Load::Open { rate, seconds } => format!("{rate}/s offered for {seconds} s"),
+        }
+    }
+
+    fn args(self) -> [String; 3] {
+        match self {
+            Load::Closed { concurrency, runs } => {
+                ["closed".into(), concurrency.to_string(), runs.to_string()]
+            }
+            Load::Open { rate, seconds } => ["open".into(), rate.to_string(), seconds.to_string()],
+        }
+    }
+
+    fn parse(args: &[String]) -> Load {
+        let n = |i: usize| args[i].parse::<usize>().expect("a number");
+        match args[0].as_str() {
+            "closed" => Load::Closed {
+                concurrency: n(1),
+                runs: n(2),
+            },
+            _ => Load::Open {
+                rate: n(1),
+                seconds: n(2),
+            },
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The load client (its own process).
+
+/// `--e2e-client create BASE TOKEN HOOK RUNS OUT`: creates runs, writes their ids.
+/// `--e2e-client transition BASE TOKEN IDS OUT LOAD…`: moves them to `succeeded`.
+/// `--e2e-client direct HOOK OUT LOAD…`: signed webhooks straight to the receiver.
+/// OUT gets `start NS`, then `ID ACK_NS` per acknowledged request, then `failed N`
+/// and `cpu SECONDS` (the client's own CPU time).
+fn client_main(args: &[String]) {
+    herald::channels::install_crypto_provider();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(512)
+            .build()
+            .unwrap();
+        match args[0].as_str() {
+            "create" => create_runs(&http, &args[1], &args[2], &args[3], &args[4], &args[5]).await,
+            "transition" => {
+                let ids: Vec<String> = std::fs::read_to_string(&args[3])
+                    .unwrap()
+                    .lines()
+                    .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+                    .filter(|id| *id != "start" && *id != "failed" && *id != "cpu")
+                    .collect();
+                let (base, token) = (args[1].clone(), args[2].clone());
+                let load = Load::parse(&args[5..]);
+                drive(load, &args[4], ids, move |id| {
+                    http.post(format!("{base}/api/v1/runs/{id}/transitions"))
+                        .bearer_auth(&token)
+                        .json(&serde_json::json!({"to": "succeeded", "result": {"rows": 1200}}))
+                })
+                .await
+            }
+            "direct" => {
+                let hook = args[1].clone();
+                let load = Load::parse(&args[3..]);
+                let ids = (0..load.runs()).map(|i| format!("direct-{i}")).collect();
+                let key = base64::engine::general_purpose::STANDARD
+                    .decode(SECRET.trim_start_matches("whsec_"))
+                    .unwrap();
+                drive(load, &args[2], ids, move |id| {
+                    let body = serde_json::to_vec(&serde_json::json!({
+                        "run_id": id, "status": "succeeded", "result": {"rows": 1200},
+                        "notification_event_id": format!("callback_{id}_succeeded_1"),
+                    }))
+                    .unwrap();
+                    let msg_id = format!("callback_{id}_succeeded_1");
+                    let timestamp = (now_ns() / 1_000_000_000) as i64;
+                    let signature = herald::channels::webhook::sign(
+                        std::slice::from_ref(&key),
+                        &msg_id,
+                        timestamp,
+                        &body,
+                    );
+                    http.post(&hook)
+                        .header("content-type", "application/json")
+                        .header("webhook-id", msg_id)
+                        .header("webhook-timestamp", timestamp.to_string())
+                        .header("webhook-signature", signature)
+                        .body(body)
+                })
+                .await
+            }
+            other => panic!("unknown client mode {other:?}"),
+        }
+    });
+}
+
+async fn create_runs(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    hook: &str,
+    runs: &str,
+    out: &str,
+) {
+    let runs: usize = runs.parse().unwrap();
+    let next = Arc::new(AtomicUsize::new(0));
+    let ids = Arc::new(Mutex::new(Vec::with_capacity(runs)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..64 {
+        let (http, next, ids) = (http.clone(), next.clone(), ids.clone());
+        let (base, token, hook) = (base.to_string(), token.to_string(), hook.to_string());
+        tasks.spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < runs {
+                let resp = http
+                    .post(format!("{base}/api/v1/runs"))
+                    .bearer_auth(&token)
+                    .json(&serde_json::json!({"type": "etl", "tenant": "bench", "callback_url": hook}))
+                    .send()
+                    .await
+                    .expect("create run");
+                assert!(resp.status().is_success(), "create run: {}", resp.status());
+                let run: serde_json::Value = resp.json().await.unwrap();
+                ids.lock().unwrap().push(run["id"].as_str().unwrap().to_string());
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+    let ids = ids.lock().unwrap();
+    std::fs::write(out, ids.join("\n")).unwrap();
+}
+
+/// Sends one request per id under `load` and records when each was acknowledged.
+async fn drive<F>(load: Load, out: &str, ids: Vec<String>, request: F)
+where
+    F: Fn(&str) -> reqwest::RequestBuilder + Send + Sync + 'static,
+{
+    let request = Arc::new(request);
+    let ids = Arc::new(ids);
+    let acks = Arc::new(Mutex::new(Vec::with_capacity(ids.len())));
+    let failed = Arc::new(AtomicU64::new(0));
+    let send = {
+        let (acks, failed, request) = (acks.clone(), failed.clone(), request.clone());
+        move |id: String| {
+            let (acks, failed, request) = (acks.clone(), failed.clone(), request.clone());
+            async move {
+                match request(&id).send().await {
+                    Ok(resp) if resp.status().is_success() => {
+                        let at = now_ns();
+                        let _ = resp.bytes().await;
+                        acks.lock().unwrap().push((id, at));
+                    }
+                    Ok(resp) => {
+                        if failed.fetch_add(1, Ordering::Relaxed) < 3 {
+                            eprintln!(
+                                "client: {} {}",
+                                resp.status(),
+                                resp.text().await.unwrap_or_default()
+                            );
+                        }
+                    }
+                    Err(err) => {
+                        if failed.fetch_add(1, Ordering::Relaxed) < 3 {
+                            eprintln!("client: {err}");
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let start = now_ns();
+    let mut tasks = tokio::task::JoinSet::new();
+    match load {
+        Load::Closed { concurrency, runs } => {
+            let next = Arc::new(AtomicUsize::new(0));
+            for _ in 0..concurrency {
+                let (next, ids, send) = (next.clone(), ids.clone(), send.clone());
+                tasks.spawn(async move {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= runs.min(ids.len()) {
+                            break;
+                        }
+                        send(ids[i].clone()).await;
+                    }
+                });
+            }
+        }
+        Load::Open { rate, seconds } => {
+            let began = Instant::now();
+            let interval = Duration::from_secs_f64(1.0 / rate as f64);
+            for (i, id) in ids.iter().take(rate * seconds).enumerate() {
+                tokio::time::sleep_until((began + interval * i as u32).into()).await;
+                tasks.spawn(send(id.clone()));
+            }
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
+    writeln!(file, "start {start}").unwrap();
+    for (id, at) in acks.lock().unwrap().iter() {
+        writeln!(file, "{id} {at}").unwrap();
+    }
+    writeln!(file, "failed {}", failed.load(Ordering::Relaxed)).unwrap();
+    writeln!(file, "cpu {}", cpu_time("self").as_secs_f64()).unwrap();
+}
+
+/// What the client wrote.
+struct ClientReport {
+    start_ns: u64,
+    acks: HashMap<String, u64>,
+    failed: u64,
+    cpu: f64,
+}
+
+fn read_report(path: &std::path::Path) -> ClientReport {
+    let mut report = ClientReport {
+        start_ns: 0,
+        acks: HashMap::new(),
+        failed: 0,
+        cpu: 0.0,
+    };
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let (key, value) = line.split_once(' ').unwrap();
+        match key {
+            "start" => report.start_ns = value.parse().unwrap(),
+            "failed" => report.failed = value.parse().unwrap(),
+            "cpu" => report.cpu = value.parse().unwrap(),
+            id => {
+                report.acks.insert(id.to_string(), value.parse().unwrap());
+            }
+        }
+    }
+    report
+}
+
+fn run_client(args: &[&str]) {
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .arg(CLIENT_ROLE)
+        .args(args)
+        .status()
+        .expect("start the load client");
+    assert!(status.success(), "the load client failed");
+}
+
+// ---------------------------------------------------------------------------
+// The receiver (this process).
+
+#[derive(Default)]
+struct Arrivals {
+    first: Mutex<HashMap<String, u64>>,
+    verified: AtomicU64,
+    rejected: AtomicU64,
+}
+
+async fn start_receiver() -> (String, Arc<Arrivals>) {
+    let arrivals = Arc::new(Arrivals::default());
+    let verifier = Arc::new(standardwebhooks::Webhook::new(SECRET).unwrap());
+    let state = arrivals.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let (state, verifier) = (state.clone(), verifier.clone());
+                async move {
+                    if verifier.verify(&body, &headers).is_err() {
+                        state.rejected.fetch_add(1, Ordering::Relaxed);
+                        return axum::http::StatusCode::UNAUTHORIZED;
+                    }
+                    let at = now_ns();
+                    let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+                    let run = json["run_id"].as_str().unwrap_or_default().to_string();
+                    if state.first.lock().unwrap().insert(run, at).is_none() {
+                        state.verified.fetch_add(1, Ordering::Relaxed);
+                    }
+                    axum::http::StatusCode::NO_CONTENT
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (hook, arrivals)
+}
+
+impl Arrivals {
+    fn reset(&self) {
+        self.first.lock().unwrap().clear();
+        self.verified.store(0, Ordering::Relaxed);
+        self.rejected.store(0, Ordering::Relaxed);
+    }
+
+    async fn wait_for(&self, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while self.verified.load(Ordering::Relaxed) < n {
+            assert!(Instant::now() < deadline, "timed out waiting for callbacks");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    fn last_ns(&self) -> u64 {
+        self.first
+            .lock()
+            .unwrap()
+            .values()
+            .copied()
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The orchestration.
+
+struct Figures {
+    per_second: f64,
+    /// Transitions answered `200` per second (commits, before any delivery).
+    acknowledged: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    herald_cores: f64,
+    /// The PostgreSQL server's processes (SQLite runs inside Herald).
+    database_cores: f64,
+    client_cores: f64,
+    receiver_cores: f64,
+    herald_rss_mb: f64,
+    ceiling: Option<f64>,
+}
+
+async fn measure(
+    engine: Engine,
+    load: Load,
+    hook: &str,
+    arrivals: &Arrivals,
+    connections: Option<usize>,
+) -> Figures {
+    let scratch = tempfile::tempdir().unwrap();
+    let ids_path = scratch.path().join("ids");
+    let acks_path = scratch.path().join("acks");
+    let direct_path = scratch.path().join("direct");
+    let db = fresh_db(engine, "e2e").await;
+    let token = admin_token(&db.url);
+    let pool = connections.map(|n| n.to_string());
+    let mut flags = vec!["--destination-allowlist", "127.0.0.0/8"];
+    if let Some(pool) = &pool {
+        flags.extend(["--database-max-connections", pool.as_str()]);
+    }
+    let server = serve(&db.url, &flags, &[("HERALD_WEBHOOK_SECRET", SECRET)]).await;
+    let pid = server.pid().to_string();
+    let runs = load.runs();
+    let runs_text = runs.to_string();
+    let ids_text = ids_path.to_str().unwrap();
+    run_client(&[
+        "create",
+        server.base.as_str(),
+        token.as_str(),
+        hook,
+        runs_text.as_str(),
+        ids_text,
+    ]);
+    arrivals.reset();
+
+    let (herald_cpu, receiver_cpu) = (cpu_time(&pid), cpu_time("self"));
+    let database_cpu = cpu_time_of_all("postgres");
+    let load_args = load.args();
+    let mut args = vec!["transition", server.base.as_str(), token.as_str(), ids_text];
+    args.push(acks_path.to_str().unwrap());
+    args.extend(load_args.iter().map(String::as_str));
+    run_client(&args);
+    let report = read_report(&acks_path);
+    assert_eq!(report.failed, 0, "transitions failed");
+    arrivals.wait_for(runs as u64).await;
+    let wall = (arrivals.last_ns() - report.start_ns) as f64 / 1e9;
+    let last_ack = report
+        .acks
+        .values()
+        .copied()
+        .max()
+        .unwrap_or(report.start_ns);
+    let acknowledged = runs as f64 / ((last_ack - report.start_ns) as f64 / 1e9);
+    let herald_cores = (cpu_time(&pid) - herald_cpu).as_secs_f64() / wall;
+    let receiver_cores = (cpu_time("self") - receiver_cpu).as_secs_f64() / wall;
+    let database_cores = cpu_time_of_all("postgres")
+        .saturating_sub(database_cpu)
+        .as_secs_f64()
+        / wall;
+    let herald_rss_mb = peak_rss_mb(&pid);
+    let mut latencies: Vec<f64> = {
+        let first = arrivals.first.lock().unwrap();
+        report
+            .acks
+            .iter()
+            .map(|(id, ack)| first[id].saturating_sub(*ack) as f64 / 1e6)
+            .collect()
+    };
+    latencies.sort_by(f64::total_cmp);
+    assert_eq!(
+        arrivals.rejected.load(Ordering::Relaxed),
+        0,
+        "bad signatures"
+    );
+    drop(server);
+    db.drop_db().await;
+
+    // The ceiling: the same client, the same receiver, no Herald in between (an
+    // open loop's ceiling is its offered rate, so only a closed loop measures one).
+    let ceiling = match load {
+        Load::Closed { .. } => {
+            arrivals.reset();
+            let mut args = vec!["direct", hook, direct_path.to_str().unwrap()];
+            args.extend(load_args.iter().map(String::as_str));
+            run_client(&args);
+            let direct = read_report(&direct_path);
+            arrivals.wait_for(runs as u64).await;
+            Some(runs as f64 / ((arrivals.last_ns() - direct.start_ns) as f64 / 1e9))
+        }
+        Load::Open { .. } => None,
+    };
+    Figures {
+        per_second: runs as f64 / wall,
+        acknowledged,
+        p50_ms: percentile(&latencies, 0.5),
+        p99_ms: percentile(&latencies, 0.99),
+        herald_cores,
+        database_cores,
+        client_cores: report.cpu / wall,
+        receiver_cores,
+        herald_rss_mb,
+        ceiling,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    if args.first().map(String::as_str) == Some(CLIENT_ROLE) {
+        return client_main(&args[1..]);
+    }
+    let number = |name: &str| -> Option<usize> {
+        let i = args.iter().position(|a| a == name)?;
+        Some(
+            args.get(i + 1)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} takes a number")),
+        )
+    };
+    let mut engines: Vec<Engine> = Vec::new();
+    for arg in &args {
+        match arg.as_str() {
+            "sqlite" => engines.push(Engine::Sqlite),
+            "postgres" => engines.push(Engine::Postgres),
+            _ => {}
+        }
+    }
+    if engines.is_empty() {
+        engines = vec![Engine::Sqlite, Engine::Postgres];
+    }
+    let concurrency = number("concurrency").unwrap_or(64);
+    let runs = number("runs").unwrap_or(20_000);
+    let seconds = number("seconds").unwrap_or(10);
+    let loads = match number("rate") {
+        Some(rate) => vec![Load::Open { rate, seconds }],
+        None => vec![
+            Load::Closed { concurrency, runs },
+            Load::Open {
+                rate: 1_000,
+                seconds,
+            },
+        ],
+    };
+    let repeat = number("repeat").unwrap_or(1);
+    // Herald's `database_max_connections` (its default when not given).
+    let connections = number("connections");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        sqlx::any::install_default_drivers();
+        herald::channels::install_crypto_provider();
+        let (hook, arrivals) = start_receiver().await;
+        println!(
+            "| engine | load | signed webhooks/s | transitions acknowledged/s | commit → receiver p50 / p99 | CPU cores: Herald / PostgreSQL / client / receiver | Herald peak RSS | loopback ceiling | ratio |"
+        );
+        println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+        for _ in 0..repeat {
+            for engine in &engines {
+                for load in &loads {
+                    let f = measure(*engine, *load, &hook, &arrivals, connections).await;
+                    let (ceiling, ratio) = match f.ceiling {
+                        Some(c) => (format!("{c:.0}/s"), format!("{:.2}", f.per_second / c)),
+                        None => ("—".into(), "—".into()),
+                    };
+                    println!(
+                        "| {} | {} | {:.0} | {:.0} | {:.1} / {:.1} ms | {:.2} / {:.2} / {:.2} / {:.2} | {:.0} MB | {} | {} |",
+                        engine.name(),
+                        load.describe(),
+                        f.per_second,
+                        f.acknowledged,
+                        f.p50_ms,
+                        f.p99_ms,
+                        f.herald_cores,
+                        f.database_cores,
+                        f.client_cores,
+                        f.receiver_cores,
+                        f.herald_rss_mb,
+                        ceiling,
+                        ratio
+                    );
+                }
+            }
+        }
+    });
+}
