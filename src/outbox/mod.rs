@@ -2,6 +2,7 @@
 //! transaction; workers claim them under leases, run the kind's handler, and settle
 //! the result fenced by the lease. One engine, a typed handler per kind.
 
+pub mod destinations;
 pub mod handler;
 pub mod maintenance;
 pub mod metrics;

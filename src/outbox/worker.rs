@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use super::destinations::{Admission, DestinationHealth};
 use super::handler::{Outcome, Registry};
 use super::metrics::Metrics;
 use super::model::{ClaimedEvent, FailedEvent, Settle, Settlement};
@@ -71,6 +72,8 @@ pub struct Worker {
     metrics: Arc<Metrics>,
     config: WorkerConfig,
     wake: Arc<Notify>,
+    /// Per-destination caps and breakers, when this worker's kinds send out.
+    destinations: Option<Arc<DestinationHealth>>,
 }
 
 /// How long the settler waits for more finished attempts to share a commit.
@@ -100,7 +103,14 @@ impl Worker {
             metrics,
             config,
             wake,
+            destinations: None,
         }
+    }
+
+    /// Gates every claimed event on its destination's cap and breaker.
+    pub fn with_destinations(mut self, health: Arc<DestinationHealth>) -> Self {
+        self.destinations = Some(health);
+        self
     }
 
     fn claim_request(&self, limit: u32) -> ClaimRequest {
@@ -167,7 +177,8 @@ impl Worker {
             let free = slots.available_permits() + 1;
             let limit = free.min(self.config.batch_size as usize) as u32;
             let request = self.claim_request(limit);
-            let claimed = match self.store.claim(&request).await {
+            let avoid = self.destinations.as_ref().map(|d| d.avoid()).unwrap_or_default();
+            let claimed = match self.store.claim_avoiding(&request, &avoid).await {
                 Ok(events) => events,
                 Err(err) => {
                     tracing::warn!(error = %err, "claim failed; will retry");
@@ -212,8 +223,22 @@ impl Worker {
                 let tx = finished_tx.clone();
                 let holder = self.config.holder.clone();
                 let metrics = self.metrics.clone();
+                let destinations = self.destinations.clone();
                 tokio::spawn(async move {
-                    let finished = run_one(&registry, &metrics, &holder, event, permit).await;
+                    let finished = match destinations {
+                        None => run_one(&registry, &metrics, &holder, event, permit).await,
+                        Some(health) => match health.admit(&event).await {
+                            Admission::Go(ticket) => {
+                                let finished =
+                                    run_one(&registry, &metrics, &holder, event, permit).await;
+                                health.finished(ticket, &finished.settlement.settle).await;
+                                finished
+                            }
+                            Admission::Wait { delay_ms } => {
+                                deferred(&holder, event, delay_ms, permit)
+                            }
+                        },
+                    };
                     let _ = tx.send(finished).await;
                 });
             }
@@ -243,8 +268,15 @@ impl Worker {
     }
 
     async fn idle(&self, shutdown: &CancellationToken) {
+        let room = async {
+            match &self.destinations {
+                Some(health) => health.room.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = self.wake.notified() => {},
+            _ = room => {},
             _ = tokio::time::sleep(self.config.poll_interval) => {},
             _ = shutdown.cancelled() => {},
         }
@@ -267,6 +299,33 @@ fn crashed(event: &ClaimedEvent) -> Outcome {
             error,
             status_code: None,
         }
+    }
+}
+
+/// An event given back unattempted (its destination is busy or resting).
+fn deferred(
+    holder: &str,
+    event: ClaimedEvent,
+    delay_ms: i64,
+    permit: OwnedSemaphorePermit,
+) -> Finished {
+    let at = now_ms();
+    Finished {
+        settlement: Settlement {
+            status_code: None,
+            error: None,
+            event_id: event.event_id,
+            kind: event.kind,
+            lease_token: event.lease_token,
+            attempt: event.attempts,
+            cycle: event.cycle,
+            worker: holder.to_string(),
+            started_at_ms: at,
+            finished_at_ms: at,
+            settle: Settle::Deferred { delay_ms },
+            dead_letter_event: None,
+        },
+        slot: permit,
     }
 }
 
@@ -383,6 +442,9 @@ async fn settle_loop(
             if !ok {
                 tracing::warn!(event_id = %s.event_id, kind = %s.kind,
                     "lease lost before the result was recorded; result dropped");
+                continue;
+            }
+            if matches!(s.settle, Settle::Deferred { .. }) {
                 continue;
             }
             if let Some(registration) = registry.get(&s.kind) {
