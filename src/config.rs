@@ -490,6 +490,36 @@ mod tests {
     }
 
     #[test]
+    fn email_routes_are_checked_and_their_settings_named() {
+        let resolve = |text: &str| {
+            let file = write(text);
+            Settings::resolve(&SettingsArgs {
+                config: Some(file.path().to_path_buf()),
+                ..Default::default()
+            })
+        };
+        let ok = resolve(
+            "[[routes]]\nname = \"mail\"\nchannel = \"email\"\nurl = \"smtps://mail.example.com\"\nto = \"ops@example.com\"\nsubject = \"run {run_id}\"\nmax_in_flight = 2\n",
+        )
+        .unwrap();
+        assert_eq!(ok.routes[0].to, vec!["ops@example.com".to_string()]);
+        assert_eq!(ok.routes[0].max_in_flight, Some(2));
+        for (text, wanted) in [
+            ("channel = \"email\"\nurl = \"smtp://m.example.com\"\nto = \"not an address\"\n", "`to`"),
+            ("channel = \"email\"\nurl = \"smtp://m.example.com\"\n", "`to`"),
+            ("channel = \"email\"\nurl = \"https://m.example.com\"\nto = \"a@b.example\"\n", "`url`"),
+            ("channel = \"email\"\nurl = \"smtp://m.example.com\"\nto = \"a@b.example\"\nbody = \"{secret}\"\n", "`body`"),
+            ("channel = \"webhook\"\nurl = \"https://h.example.com\"\nto = \"a@b.example\"\n", "only for email"),
+            ("channel = \"webhook\"\nurl = \"https://h.example.com\"\nmax_in_flight = 0\n", "max_in_flight"),
+        ] {
+            let err = resolve(&format!("[[routes]]\nname = \"r\"\n{text}"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("routes") && err.contains(wanted), "{err}");
+        }
+    }
+
+    #[test]
     fn invalid_values_name_the_setting() {
         let err = Settings::resolve(&SettingsArgs {
             database_url: Some("oracle://db".into()),

@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 
 use app::dto::{
-    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery, DeliveryView, RetryCommand,
-    RunPage, RunQuery, RunView, Viewer,
+    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery,
+    DeliveryView, RetryCommand, RunPage, RunQuery, RunView, Viewer,
 };
 use app::port::{ConsoleError, ConsolePort};
 

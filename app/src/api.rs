@@ -10,8 +10,8 @@ use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
 use serde::{Deserialize, Serialize};
 
 use crate::dto::{
-    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery, DeliveryView, RetryCommand,
-    RunPage, RunView, Viewer,
+    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery,
+    DeliveryView, RetryCommand, RunPage, RunView, Viewer,
 };
 #[cfg(feature = "ssr")]
 use crate::dto::{DeliveryFilter, RunQuery, RunStatus};

@@ -3,8 +3,8 @@
 use async_trait::async_trait;
 
 use crate::dto::{
-    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery, DeliveryView, RetryCommand,
-    RunPage, RunQuery, RunView, Viewer,
+    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery,
+    DeliveryView, RetryCommand, RunPage, RunQuery, RunView, Viewer,
 };
 
 /// A failure the console can show: an HTTP-like status and a human message.

@@ -104,9 +104,7 @@ impl SmtpTarget {
             Some(url::Host::Ipv6(ip)) => ip.to_string(),
             _ => return Err("`url` must name a host".into()),
         };
-        let port = parsed
-            .port()
-            .unwrap_or(if implicit_tls { 465 } else { 25 });
+        let port = parsed.port().unwrap_or(if implicit_tls { 465 } else { 25 });
         Ok(SmtpTarget {
             host,
             port,
@@ -395,9 +393,8 @@ impl EmailHandler {
         let addresses = self.resolve(target).await?;
         let hello = ClientId::default();
         // Certificates are verified against the configured name, whatever address is dialled.
-        let tls = || {
-            TlsParameters::new(target.host.clone()).map_err(|e| Failure::smtp("TLS set-up", e))
-        };
+        let tls =
+            || TlsParameters::new(target.host.clone()).map_err(|e| Failure::smtp("TLS set-up", e));
         let implicit = if target.implicit_tls {
             Some(tls()?)
         } else {
@@ -420,8 +417,7 @@ impl EmailHandler {
         if let Some(credentials) = credentials {
             if !conn.is_encrypted() {
                 return Err(Failure::permanent(
-                    "the SMTP server offers no TLS; credentials are never sent in the clear"
-                        .into(),
+                    "the SMTP server offers no TLS; credentials are never sent in the clear".into(),
                 ));
             }
             conn.auth(&[Mechanism::Plain, Mechanism::Login], credentials)
@@ -571,13 +567,22 @@ mod tests {
 
     #[test]
     fn the_message_carries_brand_subject_body_and_event_id() {
-        let message = build_message("deliver_r1_mail", &payload(Some("Run {run_id}\r\nBcc: x@y"), None))
-            .unwrap();
+        let message = build_message(
+            "deliver_r1_mail",
+            &payload(Some("Run {run_id}\r\nBcc: x@y"), None),
+        )
+        .unwrap();
         let text = String::from_utf8(message.formatted()).unwrap();
-        assert!(text.contains("From: \"Acme Jobs\" <herald@example.com>"), "{text}");
+        assert!(
+            text.contains("From: \"Acme Jobs\" <herald@example.com>"),
+            "{text}"
+        );
         assert!(text.contains("Subject: Run r1  Bcc: x@y"), "{text}");
         assert!(!text.contains("\r\nBcc:"), "{text}");
-        assert!(text.contains("Message-ID: <deliver_r1_mail@herald>"), "{text}");
+        assert!(
+            text.contains("Message-ID: <deliver_r1_mail@herald>"),
+            "{text}"
+        );
         assert!(text.contains("Run r1 succeeded."), "{text}");
     }
 

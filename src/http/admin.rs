@@ -64,5 +64,7 @@ async fn close_breaker(
     super::extract::ApiJson(body): super::extract::ApiJson<CloseBreaker>,
 ) -> Result<Json<BreakerClosed>, ApiError> {
     let service = DestinationService::for_store(&state.store);
-    Ok(Json(service.close(viewer.as_ref(), &body.destination).await?))
+    Ok(Json(
+        service.close(viewer.as_ref(), &body.destination).await?,
+    ))
 }

@@ -118,9 +118,15 @@ impl HealthConfig {
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Breaker {
     Closed,
-    Open { probe_at: i64, open_ms: i64 },
+    Open {
+        probe_at: i64,
+        open_ms: i64,
+    },
     /// A probe is running (here when `here`, or on another node).
-    HalfOpen { here: bool, open_ms: i64 },
+    HalfOpen {
+        here: bool,
+        open_ms: i64,
+    },
 }
 
 #[derive(Debug)]
@@ -332,11 +338,11 @@ impl DestinationHealth {
         self.with(|map| {
             let d = self.entry(map, &origin);
             match (took, d.breaker) {
-                (
-                    true,
-                    Breaker::Open { open_ms, .. } | Breaker::HalfOpen { open_ms, .. },
-                ) => {
-                    d.breaker = Breaker::HalfOpen { here: true, open_ms };
+                (true, Breaker::Open { open_ms, .. } | Breaker::HalfOpen { open_ms, .. }) => {
+                    d.breaker = Breaker::HalfOpen {
+                        here: true,
+                        open_ms,
+                    };
                     d.in_flight += 1;
                     Admission::Go(Ticket {
                         origin: Some(origin.clone()),
@@ -563,7 +569,10 @@ mod tests {
             verdict(&Settle::Failed { exhausted: true }),
             Verdict::Failing
         );
-        assert_eq!(verdict(&Settle::Failed { exhausted: false }), Verdict::Alive);
+        assert_eq!(
+            verdict(&Settle::Failed { exhausted: false }),
+            Verdict::Alive
+        );
         assert_eq!(verdict(&Settle::Completed), Verdict::Alive);
     }
 }

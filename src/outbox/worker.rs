@@ -177,7 +177,11 @@ impl Worker {
             let free = slots.available_permits() + 1;
             let limit = free.min(self.config.batch_size as usize) as u32;
             let request = self.claim_request(limit);
-            let avoid = self.destinations.as_ref().map(|d| d.avoid()).unwrap_or_default();
+            let avoid = self
+                .destinations
+                .as_ref()
+                .map(|d| d.avoid())
+                .unwrap_or_default();
             let claimed = match self.store.claim_avoiding(&request, &avoid).await {
                 Ok(events) => events,
                 Err(err) => {

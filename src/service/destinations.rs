@@ -50,7 +50,10 @@ impl DestinationService {
     }
 
     /// Every destination that has had a breaker, open and half-open ones first.
-    pub async fn breakers(&self, viewer: Option<&Viewer>) -> Result<Vec<BreakerView>, ServiceError> {
+    pub async fn breakers(
+        &self,
+        viewer: Option<&Viewer>,
+    ) -> Result<Vec<BreakerView>, ServiceError> {
         require(viewer, Permission::RunsRead)?;
         self.available()?;
         let rows = self.store.breakers().await?;

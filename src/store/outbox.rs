@@ -317,7 +317,7 @@ impl SqlStore {
             Settle::Completed => unreachable!("completions are settled in groups"),
             Settle::Retry { .. } => format!(
                 "status = 'pending', next_attempt_at = {}, lease_token = NULL, lease_holder = NULL",
-                due_after(&now)
+                due_after(now)
             ),
             Settle::Failed { .. } => format!(
                 "status = 'failed', failed_at = {now}, alerted_at = {now}, dead_letter_id = ?"
@@ -378,7 +378,7 @@ impl SqlStore {
              attempts = attempts - 1, cycle_attempts = cycle_attempts - 1, lease_token = NULL, \
              lease_holder = NULL, lease_expires_at = NULL, updated_at = {now} \
              WHERE event_id = ? AND {FENCE}{now}",
-            due_after(&now)
+            due_after(now)
         );
         Ok(sqlx::query(&self.engine.sql(&sql))
             .bind(delay_ms.max(0))
@@ -402,9 +402,7 @@ impl SqlStore {
             Settle::Failed { .. } => "failed",
             Settle::Skipped => "skipped",
             Settle::Uncertain => "uncertain",
-            Settle::Completed | Settle::Retry { .. } | Settle::Deferred { .. } => {
-                return Ok(false)
-            }
+            Settle::Completed | Settle::Retry { .. } | Settle::Deferred { .. } => return Ok(false),
         };
         let sql = "SELECT event_id FROM outbox_events WHERE event_id = ? AND lease_token = ? AND status = ?";
         let found = sqlx::query(&self.engine.sql(sql))
@@ -490,7 +488,9 @@ impl OutboxStore for SqlStore {
             .bind(i64::from(event.redeliverable))
             .bind(i64::from(event.max_attempts.max(1)))
             .bind(event.delay_ms.max(0))
-            .bind(crate::outbox::destinations::stored_destination(&event.payload))
+            .bind(crate::outbox::destinations::stored_destination(
+                &event.payload,
+            ))
             .execute(&mut **tx)
             .await?;
         if self.engine == super::Engine::Postgres {

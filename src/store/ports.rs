@@ -354,8 +354,5 @@ pub trait DestinationStore: Send + Sync {
     /// Closes the breaker and makes the destination's waiting events due now.
     /// Returns the state it was in (None: no such breaker, or already closed)
     /// and how many events were released.
-    async fn close_breaker(
-        &self,
-        destination: &str,
-    ) -> Result<Option<(String, u64)>, StoreError>;
+    async fn close_breaker(&self, destination: &str) -> Result<Option<(String, u64)>, StoreError>;
 }

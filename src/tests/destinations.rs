@@ -109,7 +109,11 @@ async fn a_breaker_opens_after_n_failures_holds_events_without_spending_attempts
     // While it is open nothing is sent, and no event spent an attempt it did not make.
     let sent_at_open = receiver.requests().len();
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    assert_eq!(receiver.requests().len(), sent_at_open, "nothing sent while open");
+    assert_eq!(
+        receiver.requests().len(),
+        sent_at_open,
+        "nothing sent while open"
+    );
     let mut attempts = 0;
     let mut untouched = 0;
     for id in &events {
@@ -139,13 +143,18 @@ async fn a_breaker_opens_after_n_failures_holds_events_without_spending_attempts
 
     // The receiver heals; the half-open probe closes the breaker and everything goes.
     receiver.set_status(200);
-    wait_for("every event delivered", Duration::from_secs(30), async || {
-        let mut done = true;
-        for id in &events {
-            done &= store.get_event(id).await.unwrap().unwrap().status == DeliveryStatus::Completed;
-        }
-        done
-    })
+    wait_for(
+        "every event delivered",
+        Duration::from_secs(30),
+        async || {
+            let mut done = true;
+            for id in &events {
+                done &=
+                    store.get_event(id).await.unwrap().unwrap().status == DeliveryStatus::Completed;
+            }
+            done
+        },
+    )
     .await;
     let breaker = store.breakers().await.unwrap().remove(0);
     assert_eq!(breaker.state, "closed");

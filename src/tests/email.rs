@@ -39,7 +39,10 @@ impl SmtpServer {
         }
         let dir = tempfile::tempdir().unwrap();
         let mut child = std::process::Command::new("python3")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/src/tests/smtp_server.py"))
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/src/tests/smtp_server.py"
+            ))
             .arg(dir.path())
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -190,7 +193,10 @@ async fn email_is_sent_from_the_snapshot_and_a_4xx_answer_is_retried() {
         status_of(&server, &event_id).await == Some(DeliveryStatus::Pending)
     })
     .await;
-    assert!(smtp.messages().is_empty(), "nothing accepted while answering 451");
+    assert!(
+        smtp.messages().is_empty(),
+        "nothing accepted while answering 451"
+    );
     smtp.set_mode("accept");
     wait_for("delivered", Duration::from_secs(20), async || {
         status_of(&server, &event_id).await == Some(DeliveryStatus::Completed)
@@ -241,8 +247,7 @@ async fn email_is_sent_from_the_snapshot_and_a_4xx_answer_is_retried() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn email_5xx_fails_and_a_drop_after_data_is_uncertain_until_retried_with_acknowledgement()
-{
+async fn email_5xx_fails_and_a_drop_after_data_is_uncertain_until_retried_with_acknowledgement() {
     let Some(smtp) = SmtpServer::start() else {
         return;
     };
@@ -303,9 +308,11 @@ async fn email_5xx_fails_and_a_drop_after_data_is_uncertain_until_retried_with_a
         .await
         .unwrap();
     assert_eq!(accepted.status(), StatusCode::OK);
-    wait_for("delivered after the retry", Duration::from_secs(20), async || {
-        status_of(&server, &dropped).await == Some(DeliveryStatus::Completed)
-    })
+    wait_for(
+        "delivered after the retry",
+        Duration::from_secs(20),
+        async || status_of(&server, &dropped).await == Some(DeliveryStatus::Completed),
+    )
     .await;
     let messages = smtp.messages();
     assert_eq!(messages.len(), 1, "{messages:?}");

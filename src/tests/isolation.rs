@@ -6,9 +6,13 @@
 //! 1. solo: only the healthy destination's 2,000 events;
 //! 2. contended: the same 2,000 plus 2,000 for the hanging receiver, interleaved.
 //!
-//! Each is run three times, alternating, on fresh databases, and the best rate of
-//! each is compared (the machine is shared; the best run is each setting's
-//! capacity): contended must stay at ≥ 90 % of solo. After the last contended
+//! The healthy receiver answers in 20 ms and its route allows 8 deliveries in
+//! flight, so its solo rate is its own (about 8 / 20 ms, well under what Herald
+//! can send), not the machine's: the ratio then measures what the hanging
+//! neighbour takes from it, not the noise of a shared machine. Without the
+//! per-destination cap the hanging receiver would hold every worker slot.
+//! Each setting runs twice, alternating, on fresh databases, and the best rate of
+//! each is compared: contended must stay at ≥ 90 % of solo. After the last contended
 //! run the hanging receiver heals and every event of both destinations must end
 //! delivered. The figures are printed (`ISOLATION …` lines) for docs/BENCHMARKS.md.
 
@@ -21,7 +25,9 @@ use herald::store::Engine;
 use crate::support::{enqueue, free_port, wait_for, wait_ready, HeraldProcess, Receiver, TestDb};
 
 const EVENTS: usize = 2_000;
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 2;
+/// How long the healthy receiver takes to answer.
+const HEALTHY_LATENCY: Duration = Duration::from_millis(20);
 
 fn routes_file(healthy: &Receiver, sick: &Receiver) -> tempfile::NamedTempFile {
     let text = format!(
@@ -30,6 +36,7 @@ fn routes_file(healthy: &Receiver, sick: &Receiver) -> tempfile::NamedTempFile {
 name = "healthy"
 channel = "webhook"
 url = "{healthy}"
+max_in_flight = 8
 
 [[routes]]
 name = "sick"
@@ -120,10 +127,7 @@ fn spawn(db: &TestDb, config: &tempfile::NamedTempFile) -> (HeraldProcess, Strin
 /// The healthy receiver's rate over the arrivals of this round (from its 200th
 /// to its last, leaving out the start-up transient), in events per second.
 fn rate_since(receiver: &Receiver, before: usize) -> f64 {
-    let times: Vec<Instant> = receiver.requests()[before..]
-        .iter()
-        .map(|a| a.at)
-        .collect();
+    let times: Vec<Instant> = receiver.requests()[before..].iter().map(|a| a.at).collect();
     let from = times.len() / 10;
     let span = times[times.len() - 1].duration_since(times[from]);
     (times.len() - 1 - from) as f64 / span.as_secs_f64()
@@ -191,6 +195,7 @@ async fn round(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_destination_does_not_starve_a_healthy_one() {
     let healthy = Receiver::start().await;
+    healthy.set_hold(HEALTHY_LATENCY);
     let sick = Receiver::start().await;
     sick.set_hold(Duration::from_secs(30));
     let config = routes_file(&healthy, &sick);
