@@ -194,6 +194,7 @@ async fn round(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_destination_does_not_starve_a_healthy_one() {
+    herald::channels::install_crypto_provider();
     let healthy = Receiver::start().await;
     healthy.set_hold(HEALTHY_LATENCY);
     let sick = Receiver::start().await;
