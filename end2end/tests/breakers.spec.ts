@@ -3,7 +3,8 @@ import { password, signIn, waitForHydration } from "./helpers";
 import { Receiver } from "./receiver";
 
 // A destination's circuit breaker in the console: callbacks to a receiver that
-// answers 503 open it (serve.sh sets HERALD_BREAKER_FAILURES=3); the Deliveries
+// answers 503 open it (serve.sh sets HERALD_BREAKER_FAILURES=20; 12 runs
+// with HERALD_MAX_ATTEMPTS=2 make 24 attempts); the Deliveries
 // page shows it and an operator closes it. The receiver has its own port, so no
 // other spec's destination is affected.
 
@@ -28,7 +29,7 @@ test.afterAll(async () => {
 
 test("an open breaker shows on the Deliveries page and an operator closes it", async ({ page }) => {
   const destination = `http://127.0.0.1:${receiver.port}`;
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < 12; i++) {
     const created = await api.post("/api/v1/runs", {
       data: { type: "breaker.e2e", tenant: "e2e-breaker", callback_url: receiver.url("/hook") },
     });
