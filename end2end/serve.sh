@@ -18,6 +18,9 @@ export HERALD_MAX_BACKOFF_MS=200
 export HERALD_WORKER_POLL_INTERVAL_MS=100
 export HERALD_MAINTENANCE_INTERVAL_MS=200
 export HERALD_CHAT_MAX_CHARS=40
+# breakers.spec.ts opens a destination's breaker with 20 failed callback attempts
+# (high enough that no other spec trips one on the shared receiver).
+export HERALD_BREAKER_FAILURES=20
 # Approval prompt routes and replay settings (approvals.spec.ts) come first:
 # top-level keys must precede the route tables.
 cat approvals.toml > "$dir/herald.toml"

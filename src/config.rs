@@ -127,6 +127,12 @@ settings! {
     callback_secret_ref: String = "env:HERALD_WEBHOOK_SECRET".to_string(), "HERALD_CALLBACK_SECRET_REF";
     /// The route that is told about every event that ends failed [default: none]
     dead_letter_route: String = String::new(), "HERALD_DEAD_LETTER_ROUTE";
+    /// Deliveries in flight at once per destination origin, for callbacks and routes without their own max_in_flight [default: 16]
+    destination_max_in_flight: usize = 16, "HERALD_DESTINATION_MAX_IN_FLIGHT";
+    /// Consecutive retryable failures that open a destination's circuit breaker [default: 5]
+    breaker_failures: u32 = 5, "HERALD_BREAKER_FAILURES";
+    /// How long an open breaker waits before its half-open probe, in milliseconds; doubled after each failed probe, up to max_backoff_ms [default: 30000]
+    breaker_open_ms: u64 = 30_000, "HERALD_BREAKER_OPEN_MS";
     /// Largest chat message part, in characters [default: 3000]
     chat_max_chars: usize = 3_000, "HERALD_CHAT_MAX_CHARS";
     /// Largest run result snapshot, in bytes of JSON [default: 262144]
@@ -159,9 +165,40 @@ pub struct RouteConfig {
     /// Shown as the sender (chat) or in the body (webhook).
     #[serde(default)]
     pub brand: Option<String>,
-    /// Webhook signing secret by reference (env:NAME or file:/path).
+    /// Webhook signing secret, or SMTP `user:password` (e-mail), by reference
+    /// (env:NAME or file:/path).
     #[serde(default)]
     pub secret_ref: Option<String>,
+    /// E-mail: the recipients (one address or a list).
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub to: Vec<String>,
+    /// E-mail: the sender's address (the brand is its display name).
+    #[serde(default)]
+    pub from: Option<String>,
+    /// E-mail: the subject template (`{run_id}`, `{status}`, … from the snapshot).
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// E-mail: the text body template.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Deliveries in flight at once to this route's destination origin
+    /// (default: `destination_max_in_flight`).
+    #[serde(default)]
+    pub max_in_flight: Option<usize>,
+}
+
+/// `to = "a@x"` or `to = ["a@x", "b@y"]`.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(one) => vec![one],
+        OneOrMany::Many(many) => many,
+    })
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,6 +206,7 @@ pub struct RouteConfig {
 pub enum RouteChannel {
     Webhook,
     Chat,
+    Email,
 }
 
 #[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -230,6 +268,12 @@ impl Settings {
             ("maintenance_interval_ms", self.maintenance_interval_ms),
             ("http_timeout_ms", self.http_timeout_ms),
             ("chat_max_chars", self.chat_max_chars as u64),
+            (
+                "destination_max_in_flight",
+                self.destination_max_in_flight as u64,
+            ),
+            ("breaker_failures", self.breaker_failures as u64),
+            ("breaker_open_ms", self.breaker_open_ms),
             ("max_result_bytes", self.max_result_bytes as u64),
             ("replay_max_attempts", self.replay_max_attempts as u64),
             ("replay_initial_backoff_ms", self.replay_initial_backoff_ms),
@@ -291,8 +335,21 @@ impl Settings {
             if !names.insert(route.name.as_str()) {
                 return Err(invalid(format!("route {:?} is defined twice", route.name)));
             }
-            crate::service::runs::validate_url("url", &route.url)
-                .map_err(|e| invalid(format!("route {:?}: {e}", route.name)))?;
+            if route.channel == RouteChannel::Email {
+                crate::channels::email::validate_route(route)
+                    .map_err(|e| invalid(format!("route {:?}: {e}", route.name)))?;
+            } else {
+                crate::service::runs::validate_url("url", &route.url)
+                    .map_err(|e| invalid(format!("route {:?}: {e}", route.name)))?;
+                crate::channels::email::refuse_email_settings(route)
+                    .map_err(|e| invalid(format!("route {:?}: {e}", route.name)))?;
+            }
+            if route.max_in_flight == Some(0) {
+                return Err(invalid(format!(
+                    "route {:?}: max_in_flight must be greater than zero",
+                    route.name
+                )));
+            }
             if let Some(reference) = &route.secret_ref {
                 crate::channels::secrets::validate_reference(reference)
                     .map_err(|e| invalid(format!("route {:?}: {e}", route.name)))?;
@@ -430,6 +487,36 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("longer than 64"), "{err}");
+    }
+
+    #[test]
+    fn email_routes_are_checked_and_their_settings_named() {
+        let resolve = |text: &str| {
+            let file = write(text);
+            Settings::resolve(&SettingsArgs {
+                config: Some(file.path().to_path_buf()),
+                ..Default::default()
+            })
+        };
+        let ok = resolve(
+            "[[routes]]\nname = \"mail\"\nchannel = \"email\"\nurl = \"smtps://mail.example.com\"\nto = \"ops@example.com\"\nsubject = \"run {run_id}\"\nmax_in_flight = 2\n",
+        )
+        .unwrap();
+        assert_eq!(ok.routes[0].to, vec!["ops@example.com".to_string()]);
+        assert_eq!(ok.routes[0].max_in_flight, Some(2));
+        for (text, wanted) in [
+            ("channel = \"email\"\nurl = \"smtp://m.example.com\"\nto = \"not an address\"\n", "`to`"),
+            ("channel = \"email\"\nurl = \"smtp://m.example.com\"\n", "`to`"),
+            ("channel = \"email\"\nurl = \"https://m.example.com\"\nto = \"a@b.example\"\n", "`url`"),
+            ("channel = \"email\"\nurl = \"smtp://m.example.com\"\nto = \"a@b.example\"\nbody = \"{secret}\"\n", "`body`"),
+            ("channel = \"webhook\"\nurl = \"https://h.example.com\"\nto = \"a@b.example\"\n", "only for email"),
+            ("channel = \"webhook\"\nurl = \"https://h.example.com\"\nmax_in_flight = 0\n", "max_in_flight"),
+        ] {
+            let err = resolve(&format!("[[routes]]\nname = \"r\"\n{text}"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("routes") && err.contains(wanted), "{err}");
+        }
     }
 
     #[test]

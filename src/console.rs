@@ -4,13 +4,14 @@
 use async_trait::async_trait;
 
 use app::dto::{
-    AuditPage, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery, DeliveryView, RetryCommand,
-    RunPage, RunQuery, RunView, Viewer,
+    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery,
+    DeliveryView, RetryCommand, RunPage, RunQuery, RunView, Viewer,
 };
 use app::port::{ConsoleError, ConsolePort};
 
 use crate::http::ApiError;
 use crate::service::deliveries::{DeliveryService, RetryRequest};
+use crate::service::destinations::DestinationService;
 use crate::service::runs::RunService;
 use crate::service::ServiceError;
 
@@ -20,11 +21,29 @@ const AUDIT_PAGE: u32 = 50;
 pub struct Console {
     runs: RunService,
     deliveries: DeliveryService,
+    destinations: Option<DestinationService>,
 }
 
 impl Console {
     pub fn new(runs: RunService, deliveries: DeliveryService) -> Self {
-        Console { runs, deliveries }
+        Console {
+            runs,
+            deliveries,
+            destinations: None,
+        }
+    }
+
+    /// The destination breakers the Deliveries page shows.
+    pub fn with_destinations(mut self, destinations: DestinationService) -> Self {
+        self.destinations = Some(destinations);
+        self
+    }
+
+    fn destinations(&self) -> Result<&DestinationService, ConsoleError> {
+        self.destinations.as_ref().ok_or_else(|| ConsoleError {
+            status: 501,
+            message: "destination health is not available here".into(),
+        })
     }
 }
 
@@ -107,6 +126,24 @@ impl ConsolePort for Console {
     ) -> Result<AuditPage, ConsoleError> {
         self.deliveries
             .audit(viewer, after, AUDIT_PAGE)
+            .await
+            .map_err(console_error)
+    }
+
+    async fn breakers(&self, viewer: Option<&Viewer>) -> Result<Vec<BreakerView>, ConsoleError> {
+        self.destinations()?
+            .breakers(viewer)
+            .await
+            .map_err(console_error)
+    }
+
+    async fn close_breaker(
+        &self,
+        viewer: Option<&Viewer>,
+        destination: String,
+    ) -> Result<BreakerClosed, ConsoleError> {
+        self.destinations()?
+            .close(viewer, &destination)
             .await
             .map_err(console_error)
     }

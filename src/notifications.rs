@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::channels::chat::{ChatHandler, ChatPayload};
+use crate::channels::email::{EmailHandler, EmailPayload};
 use crate::channels::webhook::{WebhookHandler, WebhookPayload};
 use crate::config::{RouteChannel, RouteConfig, Settings};
 use crate::outbox::handler::{Handler, Outcome};
@@ -30,6 +31,7 @@ pub mod kinds {
 pub enum DeliveryPayload {
     Webhook(WebhookPayload),
     Chat(ChatPayload),
+    Email(EmailPayload),
     /// The run named a route that was no longer configured when it finished:
     /// recorded (and failed) rather than silently dropped.
     MissingRoute {
@@ -118,7 +120,8 @@ impl NotificationPlanner {
         self.routes.get(name)
     }
 
-    /// A route's frozen payload for `body` (webhooks) or `text` (chat), and whether
+    /// A route's frozen payload for `body` (webhooks; e-mail templates read it) or
+    /// `text` (chat; e-mail's default body), and whether
     /// an expired lease of it may be delivered again.
     pub(crate) fn route_payload(
         &self,
@@ -143,6 +146,9 @@ impl NotificationPlanner {
                 text: text.to_string(),
                 brand: route.brand.clone(),
             }),
+            RouteChannel::Email => {
+                DeliveryPayload::Email(crate::channels::email::payload(route, body, text))
+            }
         };
         let redeliverable = route.channel == RouteChannel::Webhook;
         (
@@ -253,6 +259,7 @@ fn run_text(run: &Run) -> String {
 pub struct DeliveryHandler {
     pub webhook: WebhookHandler,
     pub chat: ChatHandler,
+    pub email: EmailHandler,
 }
 
 #[async_trait]
@@ -263,6 +270,9 @@ impl Handler for DeliveryHandler {
                 self.webhook.deliver(&event.event_id, payload).await
             }
             Ok(DeliveryPayload::Chat(payload)) => self.chat.deliver(payload).await,
+            Ok(DeliveryPayload::Email(payload)) => {
+                self.email.deliver(&event.event_id, payload).await
+            }
             Ok(DeliveryPayload::MissingRoute { route }) => Outcome::Permanent {
                 error: format!(
                     "route {route:?} was not configured when the run finished; nothing was sent"

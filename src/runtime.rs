@@ -5,6 +5,7 @@
 //! are declared and stay at "unavailable", and its events are sent best effort
 //! (see [`crate::best_effort`]).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,11 +18,13 @@ use crate::approvals::planner::ApprovalPlanner;
 use crate::approvals::prompts::PromptHandler;
 use crate::approvals::replay::ReplayHandler;
 use crate::channels::chat::ChatHandler;
+use crate::channels::email::EmailHandler;
 use crate::channels::guard::DestinationGuard;
 use crate::channels::webhook::{delivery_client, WebhookHandler};
 use crate::config::Settings;
 use crate::notifications::{kinds, DeliveryHandler, NotificationPlanner};
 use crate::outbox::availability::StoreHealth;
+use crate::outbox::destinations::{origin_of_url, DestinationHealth, HealthConfig};
 use crate::outbox::handler::Registry;
 use crate::outbox::maintenance::Maintenance;
 use crate::outbox::metrics::Metrics;
@@ -82,6 +85,10 @@ pub fn delivery_handler(
     let deliveries = Arc::new(DeliveryHandler {
         webhook: WebhookHandler::new(client.clone(), guard.clone()),
         chat: ChatHandler::new(client.clone(), guard.clone(), settings.chat_max_chars),
+        email: EmailHandler::new(
+            guard.clone(),
+            Duration::from_millis(settings.http_timeout_ms),
+        ),
     });
     Ok((deliveries, WebhookHandler::new(client, guard)))
 }
@@ -158,6 +165,32 @@ fn jobs_registry(
         registry.set_dead_letter_notifier(notifier);
     }
     registry
+}
+
+/// Per-destination caps and breakers: configured routes by their origin.
+pub fn health_config(settings: &Settings) -> HealthConfig {
+    let mut routes = HashMap::new();
+    for route in &settings.routes {
+        if let Some(origin) = origin_of_url(&route.url) {
+            let cap = route
+                .max_in_flight
+                .unwrap_or(settings.destination_max_in_flight);
+            // Routes sharing an origin share its tightest cap (first name labels it).
+            routes
+                .entry(origin)
+                .and_modify(|(_, c): &mut (String, usize)| *c = (*c).min(cap))
+                .or_insert((route.name.clone(), cap));
+        }
+    }
+    HealthConfig {
+        failures: settings.breaker_failures,
+        open: Duration::from_millis(settings.breaker_open_ms),
+        max_open: Duration::from_millis(settings.max_backoff_ms.max(settings.breaker_open_ms)),
+        default_max_in_flight: settings.destination_max_in_flight,
+        routes,
+        stale_probe: Duration::from_secs(settings.lease_secs)
+            + Duration::from_millis(settings.http_timeout_ms),
+    }
 }
 
 /// A worker's settings for the outbox kinds that follow the general `worker_*` ones.
@@ -256,6 +289,33 @@ impl Runtime {
         if separate_approvals && approvals_durable {
             runtime.health.push(approvals_health.clone());
         }
+        // One health view per store: its breakers table is what every node shares.
+        let destinations_of = |store: &SqlStore| {
+            Arc::new(DestinationHealth::new(
+                health_config(settings),
+                Arc::new(store.clone()),
+                metrics.clone(),
+            ))
+        };
+        let jobs_destinations = destinations_of(jobs_store);
+        let approvals_destinations = if separate_approvals {
+            destinations_of(&approvals_store)
+        } else {
+            jobs_destinations.clone()
+        };
+        let sync_every = Duration::from_millis(settings.maintenance_interval_ms.min(1_000));
+        if jobs_durable {
+            runtime.background.push(tokio::spawn(
+                jobs_destinations.clone().run_sync(sync_every, stop.clone()),
+            ));
+        }
+        if separate_approvals && approvals_durable {
+            runtime.background.push(tokio::spawn(
+                approvals_destinations
+                    .clone()
+                    .run_sync(sync_every, stop.clone()),
+            ));
+        }
         if jobs_durable {
             let worker = Worker::new(
                 jobs.store().clone(),
@@ -264,7 +324,8 @@ impl Runtime {
                 worker_config(settings),
                 wake.clone(),
             )
-            .with_health(jobs_health.clone());
+            .with_health(jobs_health.clone())
+            .with_destinations(jobs_destinations);
             runtime.workers.push(tokio::spawn(worker.run(stop.clone())));
         }
         if approvals_durable {
@@ -275,7 +336,8 @@ impl Runtime {
                 worker_config(settings),
                 approvals_wake.clone(),
             )
-            .with_health(approvals_health.clone());
+            .with_health(approvals_health.clone())
+            .with_destinations(approvals_destinations);
             runtime
                 .workers
                 .push(tokio::spawn(notices.run(stop.clone())));

@@ -10,8 +10,8 @@ use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
 use serde::{Deserialize, Serialize};
 
 use crate::dto::{
-    AuditPage, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery, DeliveryView, RetryCommand,
-    RunPage, RunView, Viewer,
+    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery,
+    DeliveryView, RetryCommand, RunPage, RunView, Viewer,
 };
 #[cfg(feature = "ssr")]
 use crate::dto::{DeliveryFilter, RunQuery, RunStatus};
@@ -186,6 +186,26 @@ pub async fn bulk_retry(
     let viewer = server::viewer();
     server::port()?
         .bulk_retry(viewer.as_ref(), query, allow_uncertain)
+        .await
+        .map_err(server::from_port)
+}
+
+/// Destination circuit breakers (issue 10), open and half-open first.
+#[server(prefix = "/console-api", endpoint = "breakers")]
+pub async fn destination_breakers() -> Result<Vec<BreakerView>, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .breakers(viewer.as_ref())
+        .await
+        .map_err(server::from_port)
+}
+
+/// Closes a destination's breaker by hand (audited).
+#[server(prefix = "/console-api", endpoint = "close-breaker")]
+pub async fn close_destination_breaker(destination: String) -> Result<BreakerClosed, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .close_breaker(viewer.as_ref(), destination)
         .await
         .map_err(server::from_port)
 }

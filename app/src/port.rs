@@ -3,8 +3,8 @@
 use async_trait::async_trait;
 
 use crate::dto::{
-    AuditPage, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery, DeliveryView, RetryCommand,
-    RunPage, RunQuery, RunView, Viewer,
+    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery,
+    DeliveryView, RetryCommand, RunPage, RunQuery, RunView, Viewer,
 };
 
 /// A failure the console can show: an HTTP-like status and a human message.
@@ -55,4 +55,14 @@ pub trait ConsolePort: Send + Sync + 'static {
         viewer: Option<&Viewer>,
         after: Option<String>,
     ) -> Result<AuditPage, ConsoleError>;
+
+    /// Destination circuit breakers, open and half-open first.
+    async fn breakers(&self, viewer: Option<&Viewer>) -> Result<Vec<BreakerView>, ConsoleError>;
+
+    /// Closes a destination's breaker by hand.
+    async fn close_breaker(
+        &self,
+        viewer: Option<&Viewer>,
+        destination: String,
+    ) -> Result<BreakerClosed, ConsoleError>;
 }

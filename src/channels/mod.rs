@@ -2,6 +2,7 @@
 //! outbox engine runs for one kind.
 
 pub mod chat;
+pub mod email;
 pub mod guard;
 pub mod secrets;
 pub mod webhook;

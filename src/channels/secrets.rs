@@ -26,9 +26,9 @@ pub fn validate_reference(reference: &str) -> Result<(), SecretError> {
     }
 }
 
-/// The signing keys behind a reference, decoded from their `whsec_` form.
-pub fn resolve_keys(reference: &str) -> Result<Vec<Vec<u8>>, SecretError> {
-    let raw = match reference.split_once(':') {
+/// The text behind a reference (an environment variable or a file), untrimmed.
+pub fn resolve_text(reference: &str) -> Result<String, SecretError> {
+    Ok(match reference.split_once(':') {
         Some(("env", name)) if !name.is_empty() => {
             std::env::var(name).map_err(|_| SecretError::Missing(reference.to_string()))?
         }
@@ -40,7 +40,12 @@ pub fn resolve_keys(reference: &str) -> Result<Vec<Vec<u8>>, SecretError> {
             }
         })?,
         _ => return Err(SecretError::BadReference(reference.to_string())),
-    };
+    })
+}
+
+/// The signing keys behind a reference, decoded from their `whsec_` form.
+pub fn resolve_keys(reference: &str) -> Result<Vec<Vec<u8>>, SecretError> {
+    let raw = resolve_text(reference)?;
     let keys: Vec<Vec<u8>> = raw
         .split_whitespace()
         .map(|secret| {

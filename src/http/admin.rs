@@ -7,7 +7,9 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
-use app::dto::{DeliveryPage, DeliveryQuery};
+use app::dto::{BreakerClosed, BreakerView, DeliveryPage, DeliveryQuery};
+
+use crate::service::destinations::DestinationService;
 
 use super::error::ApiError;
 use super::extract::{ApiQuery, MaybeViewer};
@@ -20,6 +22,8 @@ pub fn router() -> Router<AppState> {
             "/notification-outbox/{event_id}/retry",
             post(super::api::retry_delivery),
         )
+        .route("/destination-breakers", get(list_breakers))
+        .route("/destination-breakers/close", post(close_breaker))
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -35,4 +39,32 @@ async fn list_outbox(
     ApiQuery(query): ApiQuery<DeliveryQuery>,
 ) -> Result<Json<DeliveryPage>, ApiError> {
     Ok(Json(state.deliveries.list(viewer.as_ref(), query).await?))
+}
+
+/// Every destination breaker (open and half-open first), `runs:read`.
+async fn list_breakers(
+    State(state): State<AppState>,
+    MaybeViewer(viewer): MaybeViewer,
+) -> Result<Json<Vec<BreakerView>>, ApiError> {
+    let service = DestinationService::for_store(&state.store);
+    Ok(Json(service.breakers(viewer.as_ref()).await?))
+}
+
+/// The body of a manual close: the destination's origin as listed.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloseBreaker {
+    pub destination: String,
+}
+
+/// Closes a destination's breaker by hand (`runs:write`, audited).
+async fn close_breaker(
+    State(state): State<AppState>,
+    MaybeViewer(viewer): MaybeViewer,
+    super::extract::ApiJson(body): super::extract::ApiJson<CloseBreaker>,
+) -> Result<Json<BreakerClosed>, ApiError> {
+    let service = DestinationService::for_store(&state.store);
+    Ok(Json(
+        service.close(viewer.as_ref(), &body.destination).await?,
+    ))
 }

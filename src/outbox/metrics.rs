@@ -20,6 +20,7 @@ pub struct Metrics {
     handler_latency: HistogramVec,
     replay_attempts: IntCounterVec,
     replay_exhausted: IntCounterVec,
+    breaker_open: IntGaugeVec,
     /// The kinds each source holds: its gauges exist from start-up, and a source's
     /// gauges never show another source's kinds, even when both share a database.
     declared:
@@ -110,8 +111,16 @@ impl Metrics {
             ),
             &["lifecycle_event"],
         ));
+        let breaker_open = must(IntGaugeVec::new(
+            Opts::new(
+                "herald_destination_breaker_open",
+                "1 while a destination of the route has an open (or half-open) circuit breaker",
+            ),
+            &["route"],
+        ));
         for collector in [
-            Box::new(replay_attempts.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(breaker_open.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(replay_attempts.clone()),
             Box::new(replay_exhausted.clone()),
             Box::new(available.clone()),
             Box::new(events.clone()),
@@ -136,6 +145,7 @@ impl Metrics {
             handler_latency,
             replay_attempts,
             replay_exhausted,
+            breaker_open,
             declared: Default::default(),
         }
     }
@@ -174,6 +184,13 @@ impl Metrics {
         self.replay_exhausted
             .with_label_values(&[lifecycle_event])
             .inc();
+    }
+
+    /// `route` is a configured route name or `callback`: never a URL or tenant.
+    pub fn set_breaker_open(&self, route: &str, open: bool) {
+        self.breaker_open
+            .with_label_values(&[route])
+            .set(i64::from(open));
     }
 
     pub fn set_available(&self, source: &str, available: bool) {

@@ -121,6 +121,12 @@ pub enum Settle {
     },
     Skipped,
     Uncertain,
+    /// Not attempted: its destination was at its in-flight cap or behind an open
+    /// breaker. Back to `pending`, due after `delay_ms`, with the claim's attempt
+    /// given back and nothing logged.
+    Deferred {
+        delay_ms: i64,
+    },
 }
 
 impl Settle {
@@ -132,6 +138,7 @@ impl Settle {
             Settle::Failed { exhausted: false } => "failed",
             Settle::Skipped => "skipped",
             Settle::Uncertain => "uncertain",
+            Settle::Deferred { .. } => "deferred",
         }
     }
 }

@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::availability::{StoreBackoff, StoreHealth};
+use super::destinations::{Admission, DestinationHealth};
 use super::handler::{Outcome, Registry};
 use super::metrics::Metrics;
 use super::model::{ClaimedEvent, FailedEvent, Settle, Settlement};
@@ -74,6 +75,8 @@ pub struct Worker {
     wake: Arc<Notify>,
     /// Told about every claim's result: an outage is logged once and backed off from.
     health: Arc<StoreHealth>,
+    /// Per-destination caps and breakers, when this worker's kinds send out.
+    destinations: Option<Arc<DestinationHealth>>,
 }
 
 /// How long the settler waits for more finished attempts to share a commit.
@@ -105,12 +108,19 @@ impl Worker {
             config,
             wake,
             health,
+            destinations: None,
         }
     }
 
     /// Reports claim results to the store's shared health (gauges, `/readyz`).
     pub fn with_health(mut self, health: Arc<StoreHealth>) -> Self {
         self.health = health;
+        self
+    }
+
+    /// Gates every claimed event on its destination's cap and breaker.
+    pub fn with_destinations(mut self, health: Arc<DestinationHealth>) -> Self {
+        self.destinations = Some(health);
         self
     }
 
@@ -179,7 +189,12 @@ impl Worker {
             let free = slots.available_permits() + 1;
             let limit = free.min(self.config.batch_size as usize) as u32;
             let request = self.claim_request(limit);
-            let claimed = match self.store.claim(&request).await {
+            let avoid = self
+                .destinations
+                .as_ref()
+                .map(|d| d.avoid())
+                .unwrap_or_default();
+            let claimed = match self.store.claim_avoiding(&request, &avoid).await {
                 Ok(events) => {
                     self.health.succeeded();
                     backoff.reset();
@@ -232,8 +247,22 @@ impl Worker {
                 let tx = finished_tx.clone();
                 let holder = self.config.holder.clone();
                 let metrics = self.metrics.clone();
+                let destinations = self.destinations.clone();
                 tokio::spawn(async move {
-                    let finished = run_one(&registry, &metrics, &holder, event, permit).await;
+                    let finished = match destinations {
+                        None => run_one(&registry, &metrics, &holder, event, permit).await,
+                        Some(health) => match health.admit(&event).await {
+                            Admission::Go(ticket) => {
+                                let finished =
+                                    run_one(&registry, &metrics, &holder, event, permit).await;
+                                health.finished(ticket, &finished.settlement.settle).await;
+                                finished
+                            }
+                            Admission::Wait { delay_ms } => {
+                                deferred(&holder, event, delay_ms, permit)
+                            }
+                        },
+                    };
                     let _ = tx.send(finished).await;
                 });
             }
@@ -263,8 +292,15 @@ impl Worker {
     }
 
     async fn idle(&self, shutdown: &CancellationToken) {
+        let room = async {
+            match &self.destinations {
+                Some(health) => health.room.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = self.wake.notified() => {},
+            _ = room => {},
             _ = tokio::time::sleep(self.config.poll_interval) => {},
             _ = shutdown.cancelled() => {},
         }
@@ -287,6 +323,33 @@ fn crashed(event: &ClaimedEvent) -> Outcome {
             error,
             status_code: None,
         }
+    }
+}
+
+/// An event given back unattempted (its destination is busy or resting).
+fn deferred(
+    holder: &str,
+    event: ClaimedEvent,
+    delay_ms: i64,
+    permit: OwnedSemaphorePermit,
+) -> Finished {
+    let at = now_ms();
+    Finished {
+        settlement: Settlement {
+            status_code: None,
+            error: None,
+            event_id: event.event_id,
+            kind: event.kind,
+            lease_token: event.lease_token,
+            attempt: event.attempts,
+            cycle: event.cycle,
+            worker: holder.to_string(),
+            started_at_ms: at,
+            finished_at_ms: at,
+            settle: Settle::Deferred { delay_ms },
+            dead_letter_event: None,
+        },
+        slot: permit,
     }
 }
 
@@ -403,6 +466,9 @@ async fn settle_loop(
             if !ok {
                 tracing::warn!(event_id = %s.event_id, kind = %s.kind,
                     "lease lost before the result was recorded; result dropped");
+                continue;
+            }
+            if matches!(s.settle, Settle::Deferred { .. }) {
                 continue;
             }
             if let Some(registration) = registry.get(&s.kind) {

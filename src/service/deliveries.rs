@@ -529,9 +529,7 @@ fn destination(payload: &str) -> (Option<String>, Option<String>) {
     let origin = value
         .get("url")
         .and_then(|u| u.as_str())
-        .and_then(|u| url::Url::parse(u).ok())
-        .map(|u| u.origin().ascii_serialization())
-        .filter(|o| o != "null");
+        .and_then(crate::outbox::destinations::origin_of_url);
     let channel = value
         .get("channel")
         .and_then(|c| c.as_str())

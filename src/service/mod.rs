@@ -4,6 +4,7 @@
 pub mod accounts;
 pub mod approvals;
 pub mod deliveries;
+pub mod destinations;
 pub mod error_class;
 pub mod records;
 pub mod runs;

@@ -4,6 +4,7 @@
 
 mod approvals;
 mod deliveries;
+mod destinations;
 pub mod engine;
 mod fault;
 pub mod group_commit;

@@ -103,6 +103,18 @@ fn claimed_from_row(row: &AnyRow) -> Result<ClaimedEvent, StoreError> {
     })
 }
 
+/// When an event put back to `pending` is due: after its delay (bound twice),
+/// or at its destination's probe time while that destination's breaker is open
+/// and the probe is later (a retry settled just after the breaker opened waits
+/// like the events the opening pushed).
+fn due_after(now: &str) -> String {
+    format!(
+        "COALESCE((SELECT b.probe_at FROM destination_breakers b \
+         WHERE b.destination = outbox_events.destination AND b.state = 'open' \
+         AND b.probe_at > {now} + ?), {now} + ?)"
+    )
+}
+
 impl SqlStore {
     async fn fetch_event<'e, E>(
         &self,
@@ -141,6 +153,7 @@ impl SqlStore {
         recheck: &str,
         order: &str,
         limit: u32,
+        avoid: &[String],
     ) -> Result<Vec<ClaimedEvent>, StoreError> {
         let now = self.engine.now_ms();
         let set = format!(
@@ -148,10 +161,16 @@ impl SqlStore {
              attempts = attempts + 1, cycle_attempts = cycle_attempts + 1, updated_at = {now}",
             self.lease_expiry_sql(request)
         );
-        let filter = format!(
+        let mut filter = format!(
             "{filter} AND kind IN ({})",
             placeholders(request.kinds.len())
         );
+        if !avoid.is_empty() {
+            filter.push_str(&format!(
+                " AND (destination IS NULL OR destination NOT IN ({}))",
+                placeholders(avoid.len())
+            ));
+        }
         let mut sql = self
             .engine
             .limited_update("outbox_events", &set, &filter, recheck, order);
@@ -169,6 +188,9 @@ impl SqlStore {
         query = query.bind(request.default_lease_ms);
         for kind in &request.kinds {
             query = query.bind(kind);
+        }
+        for destination in avoid {
+            query = query.bind(destination);
         }
         query = query.bind(i64::from(limit));
         if self.engine.has_returning() {
@@ -294,13 +316,15 @@ impl SqlStore {
         let state = match &s.settle {
             Settle::Completed => unreachable!("completions are settled in groups"),
             Settle::Retry { .. } => format!(
-                "status = 'pending', next_attempt_at = {now} + ?, lease_token = NULL, lease_holder = NULL"
+                "status = 'pending', next_attempt_at = {}, lease_token = NULL, lease_holder = NULL",
+                due_after(now)
             ),
             Settle::Failed { .. } => format!(
                 "status = 'failed', failed_at = {now}, alerted_at = {now}, dead_letter_id = ?"
             ),
             Settle::Skipped => "status = 'skipped'".to_string(),
             Settle::Uncertain => format!("status = 'uncertain', uncertain_at = {now}"),
+            Settle::Deferred { .. } => return self.defer_one(tx, s).await,
         };
         let sql = format!(
             "UPDATE outbox_events SET {state}, last_error = ?, last_status_code = ?, \
@@ -309,7 +333,7 @@ impl SqlStore {
         let sql = self.engine.sql(&sql);
         let mut query = sqlx::query(&sql);
         query = match &s.settle {
-            Settle::Retry { delay_ms } => query.bind(*delay_ms),
+            Settle::Retry { delay_ms } => query.bind(*delay_ms).bind(*delay_ms),
             Settle::Failed { .. } => query.bind(&dead_letter),
             _ => query,
         };
@@ -338,6 +362,35 @@ impl SqlStore {
         Ok(true)
     }
 
+    /// Gives a claim back unattempted (see [`Settle::Deferred`]): the attempt the
+    /// claim counted is returned and the last error is kept.
+    async fn defer_one(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        s: &Settlement,
+    ) -> Result<bool, StoreError> {
+        let Settle::Deferred { delay_ms } = s.settle else {
+            return Ok(false);
+        };
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "UPDATE outbox_events SET status = 'pending', next_attempt_at = {}, \
+             attempts = attempts - 1, cycle_attempts = cycle_attempts - 1, lease_token = NULL, \
+             lease_holder = NULL, lease_expires_at = NULL, updated_at = {now} \
+             WHERE event_id = ? AND {FENCE}{now}",
+            due_after(now)
+        );
+        Ok(sqlx::query(&self.engine.sql(&sql))
+            .bind(delay_ms.max(0))
+            .bind(delay_ms.max(0))
+            .bind(&s.event_id)
+            .bind(&s.lease_token)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected()
+            == 1)
+    }
+
     /// Whether `s` was applied by an earlier try. A retry frees the lease token, so
     /// a replayed retry cannot be recognised and counts as lost (nothing to alert).
     async fn already_settled(
@@ -349,7 +402,7 @@ impl SqlStore {
             Settle::Failed { .. } => "failed",
             Settle::Skipped => "skipped",
             Settle::Uncertain => "uncertain",
-            Settle::Completed | Settle::Retry { .. } => return Ok(false),
+            Settle::Completed | Settle::Retry { .. } | Settle::Deferred { .. } => return Ok(false),
         };
         let sql = "SELECT event_id FROM outbox_events WHERE event_id = ? AND lease_token = ? AND status = ?";
         let found = sqlx::query(&self.engine.sql(sql))
@@ -421,8 +474,8 @@ impl OutboxStore for SqlStore {
         let now = self.engine.now_ms();
         let sql = format!(
             "INSERT INTO outbox_events (event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
-             status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, 1, 0, ?, {now} + ?, {now}, {now}) {}",
+             status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, created_at, updated_at, destination) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, 1, 0, ?, {now} + ?, {now}, {now}, ?) {}",
             self.engine.insert_if_absent_tail("event_id")
         );
         sqlx::query(&self.engine.sql(&sql))
@@ -435,6 +488,9 @@ impl OutboxStore for SqlStore {
             .bind(i64::from(event.redeliverable))
             .bind(i64::from(event.max_attempts.max(1)))
             .bind(event.delay_ms.max(0))
+            .bind(crate::outbox::destinations::stored_destination(
+                &event.payload,
+            ))
             .execute(&mut **tx)
             .await?;
         // Other nodes hear of it after the commit (`outbox::peer_notice`).
@@ -450,6 +506,14 @@ impl OutboxStore for SqlStore {
     }
 
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<ClaimedEvent>, StoreError> {
+        self.claim_avoiding(request, &[]).await
+    }
+
+    async fn claim_avoiding(
+        &self,
+        request: &ClaimRequest,
+        avoid: &[String],
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
         if request.kinds.is_empty() || request.limit == 0 {
             return Ok(Vec::new());
         }
@@ -465,6 +529,7 @@ impl OutboxStore for SqlStore {
                 &format!("status = 'processing' AND lease_expires_at <= {now}"),
                 "lease_expires_at",
                 request.limit,
+                &[],
             )
             .await?;
         let remaining = request.limit.saturating_sub(claimed.len() as u32);
@@ -477,7 +542,7 @@ impl OutboxStore for SqlStore {
             };
             let due = format!("status = 'pending' AND next_attempt_at <= {now}");
             match self
-                .claim_where(&pending, &due, &due, "next_attempt_at", remaining)
+                .claim_where(&pending, &due, &due, "next_attempt_at", remaining, avoid)
                 .await
             {
                 Ok(more) => claimed.extend(more),
@@ -544,10 +609,12 @@ impl OutboxStore for SqlStore {
                 }
             }
         }
+        // A deferred claim was no attempt: nothing to log.
         let landed: Vec<&Settlement> = batch
             .iter()
             .zip(&accepted)
             .filter_map(|(s, ok)| ok.then_some(s))
+            .filter(|s| !matches!(s.settle, Settle::Deferred { .. }))
             .collect();
         for chunk in landed.chunks(500) {
             self.write_attempts(&mut tx, chunk).await?;

@@ -189,6 +189,16 @@ pub trait OutboxStore: Send + Sync {
         &self,
         request: &ClaimRequest,
     ) -> Result<Vec<crate::outbox::model::ClaimedEvent>, StoreError>;
+    /// [`OutboxStore::claim`], leaving due events of the `avoid` destinations
+    /// (origins at their in-flight cap or behind an open breaker) where they are.
+    async fn claim_avoiding(
+        &self,
+        request: &ClaimRequest,
+        avoid: &[String],
+    ) -> Result<Vec<crate::outbox::model::ClaimedEvent>, StoreError> {
+        let _ = avoid;
+        self.claim(request).await
+    }
     /// Extends the leases still held under `lease_token`; returns how many.
     async fn renew(
         &self,
@@ -308,4 +318,46 @@ pub trait DeliveryReads: Send + Sync {
         before_id: Option<&str>,
         limit: u32,
     ) -> Result<Vec<AuditRecord>, StoreError>;
+}
+
+/// A destination's circuit breaker as every node sees it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct BreakerRecord {
+    /// The destination's origin (`scheme://host:port`).
+    pub destination: String,
+    /// The configured route name (or `callback`).
+    pub route: String,
+    /// `open`, `half_open` or `closed`.
+    pub state: String,
+    /// Consecutive failures that opened it.
+    pub failures: i64,
+    /// The current wait before a probe, in milliseconds (doubles per failed probe).
+    pub open_ms: i64,
+    pub opened_at: Option<i64>,
+    pub probe_at: Option<i64>,
+    pub updated_at: i64,
+}
+
+/// The shared circuit-breaker state (DESIGN §3, issue 10): state changes only;
+/// failures are counted in each node's memory.
+#[async_trait]
+pub trait DestinationStore: Send + Sync {
+    /// Every destination that has a breaker row.
+    async fn breakers(&self) -> Result<Vec<BreakerRecord>, StoreError>;
+    /// Opens (or reopens) the breaker with a probe `open_ms` from now, and pushes
+    /// the destination's pending events to that probe time; returns the row.
+    async fn open_breaker(
+        &self,
+        destination: &str,
+        route: &str,
+        failures: i64,
+        open_ms: i64,
+    ) -> Result<BreakerRecord, StoreError>;
+    /// Takes the half-open probe: true for exactly one caller once the probe time
+    /// has come (or a probe abandoned for `stale_ms` may be taken over).
+    async fn start_probe(&self, destination: &str, stale_ms: i64) -> Result<bool, StoreError>;
+    /// Closes the breaker and makes the destination's waiting events due now.
+    /// Returns the state it was in (None: no such breaker, or already closed)
+    /// and how many events were released.
+    async fn close_breaker(&self, destination: &str) -> Result<Option<(String, u64)>, StoreError>;
 }

@@ -74,6 +74,9 @@ async fn start(
         if allow_loopback {
             args.destination_allowlist = Some("127.0.0.0/8".into());
         }
+        // These tests follow one event's retries to exhaustion; the destination's
+        // circuit breaker (tests in `destinations`) would rest it first.
+        args.breaker_failures = Some(1_000);
     })
     .await;
     (server, file)

@@ -268,6 +268,8 @@ pub struct Arrival {
     pub body: serde_json::Value,
     /// Whether a Standard Webhooks verifier accepted it (None: no secret to check with).
     pub verified: Option<bool>,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 /// A real HTTP receiver on loopback that records every request it is sent, answers
@@ -349,6 +351,11 @@ impl Receiver {
             .insert(format!("/{path}"), secret.to_string());
     }
 
+    /// How many requests arrived (cheap enough to poll).
+    pub fn count(&self) -> usize {
+        self.state.arrivals.lock().unwrap().len()
+    }
+
     pub fn requests(&self) -> Vec<Arrival> {
         self.state.arrivals.lock().unwrap().clone()
     }
@@ -408,6 +415,7 @@ impl ReceiverState {
             event_id: event_id.clone(),
             body: json,
             verified,
+            at: std::time::Instant::now(),
         });
         let hold = *self.hold.lock().unwrap();
         tokio::time::sleep(hold).await;

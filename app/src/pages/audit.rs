@@ -24,7 +24,7 @@ pub fn AuditPage() -> impl IntoView {
             <div class="page-head">
                 <div>
                     <h1>"Audit"</h1>
-                    <p class="muted">"Every manual retry: who, when, from which state, and whether the duplicate risk was acknowledged."</p>
+                    <p class="muted">"Every manual retry and breaker close: who, when, from which state, and whether the duplicate risk was acknowledged."</p>
                 </div>
             </div>
             <Transition fallback=|| view! { <div class="panel state">"Loading the audit trail…"</div> }>

@@ -9,6 +9,7 @@ use leptos_meta::Title;
 use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
+use super::breakers::BreakerPanel;
 use super::runs::{display_time, short_id};
 use super::{ErrorPanel, TopBar};
 use crate::api::{bulk_retry, current_viewer, list_deliveries, preview_bulk_retry, Failure};
@@ -81,9 +82,12 @@ pub fn DeliveriesPage() -> impl IntoView {
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {
                     let may_retry = matches!(viewer.await, Ok(Some(v)) if v.can(Permission::RunsWrite));
-                    may_retry.then(|| view! {
-                        <BulkRetry query=query on_done=Callback::new(move |_| page.refetch()) />
-                    })
+                    view! {
+                        <BreakerPanel may_close=may_retry />
+                        {may_retry.then(|| view! {
+                            <BulkRetry query=query on_done=Callback::new(move |_| page.refetch()) />
+                        })}
+                    }
                 })}
             </Suspense>
             <Transition fallback=|| view! { <div class="panel state">"Loading deliveries…"</div> }>

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod audit;
+mod breakers;
 mod deliveries;
 mod login;
 mod run;

@@ -1,0 +1,578 @@
+//! Per-destination health, so one slow or dead receiver cannot clog the rest:
+//! an in-flight cap per destination origin and a circuit breaker per origin.
+//!
+//! An event's destination is the origin (`scheme://host:port`) of its frozen
+//! payload's `url`, stored with the event at enqueue. Two ways keep a sick
+//! destination's events from costing anything:
+//!
+//! * **Held back from the claim.** The worker leaves out of every claim the
+//!   origins that are at their cap or behind an open breaker
+//!   ([`DestinationHealth::avoid`]). That is why the cap costs nothing while a
+//!   receiver hangs: its events stay `pending`, untouched, instead of being claimed
+//!   and released again on every pass (which would spend the store's writes on
+//!   the sick destination at the healthy ones' expense).
+//! * **Waiting, then released unattempted.** One claim takes many events at
+//!   once, so it can hand out more events of one origin than its cap has room
+//!   for. Those wait in memory for a free place (briefly: [`CAP_WAIT`]); one that
+//!   still finds none, or an event of an origin whose breaker opened meanwhile,
+//!   is given back with [`Settle::Deferred`]: `pending` again, the claim's
+//!   attempt returned, due shortly (cap) or at the probe time (breaker).
+//!
+//! The breaker: consecutive retryable failures are counted in each node's
+//! memory; at the threshold the breaker opens, which is written to the shared
+//! `destination_breakers` table together with pushing the origin's pending
+//! events to the probe time. At the probe time exactly one node takes the
+//! half-open probe (a conditional update); its success closes the breaker and
+//! makes the waiting events due, its failure reopens it with a doubled wait.
+//! Every node adopts the table's state on each sync, so an operator's manual
+//! close (or another node's opening) takes effect everywhere.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::metrics::Metrics;
+use super::model::{ClaimedEvent, Settle};
+use crate::store::ports::{BreakerRecord, DestinationStore};
+
+/// The label of destinations that are no configured route's: run callbacks.
+pub const CALLBACK_LABEL: &str = "callback";
+
+/// How long a claimed event waits in memory for a place under its destination's
+/// cap before it is given back.
+pub const CAP_WAIT: Duration = Duration::from_millis(1_000);
+
+/// How long an event given back for lack of a place waits before it is due again.
+const CAP_WAIT_MS: i64 = 250;
+
+/// Destinations longer than this are not tracked (they fit no index key).
+const MAX_DESTINATION_LEN: usize = 191;
+
+/// `scheme://host[:port]` of a URL: the web origin for http(s) (as browsers
+/// write it), `scheme://host:port` for other schemes (smtp, smtps).
+pub fn origin_of_url(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    let origin = parsed.origin();
+    if origin.is_tuple() {
+        return Some(origin.ascii_serialization());
+    }
+    let host = parsed.host()?;
+    let port = parsed.port().or(match parsed.scheme() {
+        "smtp" => Some(25),
+        "smtps" => Some(465),
+        _ => None,
+    })?;
+    Some(format!("{}://{host}:{port}", parsed.scheme()))
+}
+
+/// The destination of a frozen payload: the origin of its top-level `url`.
+pub fn origin_of_payload(payload: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(payload).ok()?;
+    origin_of_url(value.get("url")?.as_str()?)
+}
+
+/// The destination stored with an event (None when it has none or it is too long).
+pub fn stored_destination(payload: &str) -> Option<String> {
+    origin_of_payload(payload).filter(|d| d.len() <= MAX_DESTINATION_LEN)
+}
+
+/// The settings of destination health.
+#[derive(Clone, Debug)]
+pub struct HealthConfig {
+    /// Consecutive retryable failures that open a breaker.
+    pub failures: u32,
+    /// The first wait before a probe.
+    pub open: Duration,
+    /// The longest wait before a probe.
+    pub max_open: Duration,
+    /// In-flight cap of destinations no route sets one for.
+    pub default_max_in_flight: usize,
+    /// Configured routes by origin: (route name, in-flight cap).
+    pub routes: HashMap<String, (String, usize)>,
+    /// A half-open probe older than this is taken to be abandoned (its node died).
+    pub stale_probe: Duration,
+}
+
+impl HealthConfig {
+    /// The label and cap of an origin.
+    fn policy(&self, origin: &str) -> (String, usize) {
+        self.routes
+            .get(origin)
+            .cloned()
+            .unwrap_or_else(|| (CALLBACK_LABEL.to_string(), self.default_max_in_flight))
+    }
+
+    /// Every label metrics may show.
+    pub fn labels(&self) -> Vec<String> {
+        let mut labels: Vec<String> = self.routes.values().map(|(l, _)| l.clone()).collect();
+        labels.push(CALLBACK_LABEL.to_string());
+        labels.sort();
+        labels.dedup();
+        labels
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Breaker {
+    Closed,
+    Open {
+        probe_at: i64,
+        open_ms: i64,
+    },
+    /// A probe is running (here when `here`, or on another node).
+    HalfOpen {
+        here: bool,
+        open_ms: i64,
+    },
+}
+
+#[derive(Debug)]
+struct Destination {
+    label: String,
+    cap: usize,
+    in_flight: usize,
+    /// Claimed events waiting in memory for a place under the cap.
+    waiting: usize,
+    /// Wakes a waiting event when a place frees.
+    place_freed: Arc<Notify>,
+    failures: u32,
+    breaker: Breaker,
+}
+
+/// What the worker does with a claimed event.
+#[derive(Debug)]
+pub enum Admission {
+    /// Send it; hand the ticket back with the attempt's settlement.
+    Go(Ticket),
+    /// Give it back unattempted, due after `delay_ms`.
+    Wait { delay_ms: i64 },
+}
+
+/// One admitted attempt to a destination (None: an event with no destination).
+#[derive(Debug)]
+pub struct Ticket {
+    origin: Option<String>,
+    probe: bool,
+}
+
+/// One look at a destination for a claimed event.
+enum Decision {
+    Go,
+    WaitForPlace(Arc<Notify>),
+    GiveBack(i64),
+    Probe,
+}
+
+/// What an attempt says about its destination's health.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Verdict {
+    /// It answered (delivered, or refused for good: the receiver is up).
+    Alive,
+    /// Worth a retry: a timeout, a refused connection, a 5xx, a 4xx SMTP reply.
+    Failing,
+}
+
+fn verdict(settle: &Settle) -> Verdict {
+    match settle {
+        Settle::Retry { .. } | Settle::Failed { exhausted: true } => Verdict::Failing,
+        _ => Verdict::Alive,
+    }
+}
+
+fn now_ms() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000_000
+}
+
+/// A state change to write to the shared table (outside the lock).
+enum Change {
+    Open {
+        label: String,
+        failures: i64,
+        open_ms: i64,
+    },
+    Close,
+}
+
+/// Health of every destination this process sends to.
+pub struct DestinationHealth {
+    config: HealthConfig,
+    store: Arc<dyn DestinationStore>,
+    metrics: Arc<Metrics>,
+    destinations: Mutex<HashMap<String, Destination>>,
+    /// Wakes idle workers when a destination they left out of their claims has
+    /// room again.
+    pub room: Arc<Notify>,
+}
+
+impl DestinationHealth {
+    pub fn new(
+        config: HealthConfig,
+        store: Arc<dyn DestinationStore>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        for label in config.labels() {
+            metrics.set_breaker_open(&label, false);
+        }
+        DestinationHealth {
+            config,
+            store,
+            metrics,
+            destinations: Mutex::new(HashMap::new()),
+            room: Arc::new(Notify::new()),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut HashMap<String, Destination>) -> T) -> T {
+        f(&mut self.destinations.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn entry<'a>(
+        &self,
+        map: &'a mut HashMap<String, Destination>,
+        origin: &str,
+    ) -> &'a mut Destination {
+        map.entry(origin.to_string()).or_insert_with(|| {
+            let (label, cap) = self.config.policy(origin);
+            Destination {
+                label,
+                cap,
+                in_flight: 0,
+                waiting: 0,
+                place_freed: Arc::new(Notify::new()),
+                failures: 0,
+                breaker: Breaker::Closed,
+            }
+        })
+    }
+
+    /// Origins a claim should leave out now: at their cap, or behind a breaker
+    /// that is open (before its probe time) or half-open.
+    pub fn avoid(&self) -> Vec<String> {
+        let now = now_ms();
+        self.with(|map| {
+            map.iter()
+                .filter(|(origin, d)| {
+                    origin.len() <= MAX_DESTINATION_LEN
+                        && match d.breaker {
+                            Breaker::Closed => d.in_flight + d.waiting >= d.cap,
+                            Breaker::Open { probe_at, .. } => now < probe_at,
+                            Breaker::HalfOpen { .. } => true,
+                        }
+                })
+                .map(|(origin, _)| origin.clone())
+                .collect()
+        })
+    }
+
+    /// Whether `event` may be sent now.
+    pub async fn admit(&self, event: &ClaimedEvent) -> Admission {
+        let Some(origin) = origin_of_payload(&event.payload) else {
+            return Admission::Go(Ticket {
+                origin: None,
+                probe: false,
+            });
+        };
+        let give_up = tokio::time::Instant::now() + CAP_WAIT;
+        let mut waited = false;
+        loop {
+            let now = now_ms();
+            let decision = self.with(|map| {
+                let d = self.entry(map, &origin);
+                if waited {
+                    d.waiting -= 1;
+                }
+                match d.breaker {
+                    Breaker::Closed if d.in_flight < d.cap => {
+                        d.in_flight += 1;
+                        Decision::Go
+                    }
+                    Breaker::Closed => {
+                        d.waiting += 1;
+                        Decision::WaitForPlace(d.place_freed.clone())
+                    }
+                    Breaker::Open { probe_at, .. } if now < probe_at => {
+                        Decision::GiveBack(probe_at - now)
+                    }
+                    Breaker::Open { .. } => Decision::Probe,
+                    // The probe decides soon; a closing probe makes waiting events due.
+                    Breaker::HalfOpen { open_ms, .. } => Decision::GiveBack(open_ms.min(1_000)),
+                }
+            });
+            match decision {
+                Decision::Go => {
+                    return Admission::Go(Ticket {
+                        origin: Some(origin),
+                        probe: false,
+                    })
+                }
+                Decision::GiveBack(delay_ms) => return Admission::Wait { delay_ms },
+                Decision::Probe => break,
+                Decision::WaitForPlace(freed) => {
+                    waited = true;
+                    if tokio::time::timeout_at(give_up, freed.notified())
+                        .await
+                        .is_err()
+                    {
+                        self.with(|map| self.entry(map, &origin).waiting -= 1);
+                        // (Should its breaker have opened meanwhile, the store
+                        // makes it wait for the probe instead.)
+                        return Admission::Wait {
+                            delay_ms: CAP_WAIT_MS,
+                        };
+                    }
+                }
+            }
+        }
+        // The probe time has come: one node, one event, takes the probe.
+        let stale = self.config.stale_probe.as_millis() as i64;
+        let took = match self.store.start_probe(&origin, stale).await {
+            Ok(took) => took,
+            Err(err) => {
+                tracing::warn!(error = %err, "could not take a breaker probe; waiting");
+                false
+            }
+        };
+        self.with(|map| {
+            let d = self.entry(map, &origin);
+            match (took, d.breaker) {
+                (true, Breaker::Open { open_ms, .. } | Breaker::HalfOpen { open_ms, .. }) => {
+                    d.breaker = Breaker::HalfOpen {
+                        here: true,
+                        open_ms,
+                    };
+                    d.in_flight += 1;
+                    Admission::Go(Ticket {
+                        origin: Some(origin.clone()),
+                        probe: true,
+                    })
+                }
+                (_, Breaker::Open { open_ms, .. }) => {
+                    // Another node probes; wait for its verdict.
+                    d.breaker = Breaker::HalfOpen {
+                        here: false,
+                        open_ms,
+                    };
+                    Admission::Wait {
+                        delay_ms: open_ms.min(1_000),
+                    }
+                }
+                // The state moved on meanwhile (closed by an operator or a probe).
+                _ => Admission::Wait {
+                    delay_ms: CAP_WAIT_MS,
+                },
+            }
+        })
+    }
+
+    /// Records an admitted attempt's settlement: counts failures, opens, closes.
+    /// (A retry settled while the breaker is open waits for the probe: the store
+    /// sees to that when it writes the retry.)
+    pub async fn finished(&self, ticket: Ticket, settle: &Settle) {
+        let Some(origin) = ticket.origin else {
+            return;
+        };
+        let verdict = verdict(settle);
+        let max_open = self.config.max_open.as_millis() as i64;
+        let change = self.with(|map| {
+            let d = self.entry(map, &origin);
+            d.in_flight = d.in_flight.saturating_sub(1);
+            // The place goes to an event waiting in memory, else to the next claim.
+            if d.waiting > 0 {
+                d.place_freed.notify_one();
+            } else {
+                self.room.notify_one();
+            }
+            match (ticket.probe, verdict, d.breaker) {
+                (true, Verdict::Alive, _) => {
+                    d.breaker = Breaker::Closed;
+                    d.failures = 0;
+                    Some(Change::Close)
+                }
+                (
+                    true,
+                    Verdict::Failing,
+                    Breaker::HalfOpen { open_ms, .. } | Breaker::Open { open_ms, .. },
+                ) => {
+                    let open_ms = (open_ms * 2).min(max_open.max(open_ms));
+                    d.breaker = Breaker::Open {
+                        probe_at: now_ms() + open_ms,
+                        open_ms,
+                    };
+                    Some(Change::Open {
+                        label: d.label.clone(),
+                        failures: i64::from(d.failures),
+                        open_ms,
+                    })
+                }
+                (false, Verdict::Alive, Breaker::Closed) => {
+                    d.failures = 0;
+                    None
+                }
+                (false, Verdict::Failing, Breaker::Closed) => {
+                    d.failures += 1;
+                    if d.failures < self.config.failures {
+                        return None;
+                    }
+                    let open_ms = self.config.open.as_millis() as i64;
+                    d.breaker = Breaker::Open {
+                        probe_at: now_ms() + open_ms,
+                        open_ms,
+                    };
+                    Some(Change::Open {
+                        label: d.label.clone(),
+                        failures: i64::from(d.failures),
+                        open_ms,
+                    })
+                }
+                // Attempts that started before the breaker opened tell nothing new.
+                _ => None,
+            }
+        });
+        let written = match change {
+            None => return,
+            Some(Change::Open {
+                label,
+                failures,
+                open_ms,
+            }) => {
+                tracing::warn!(route = %label, failures, wait_ms = open_ms,
+                    "destination breaker open: its events wait for a probe without spending attempts");
+                self.store
+                    .open_breaker(&origin, &label, failures, open_ms)
+                    .await
+                    .map(|_| ())
+            }
+            Some(Change::Close) => {
+                tracing::info!("destination breaker closed by a successful probe");
+                self.store.close_breaker(&origin).await.map(|_| ())
+            }
+        };
+        if let Err(err) = written {
+            tracing::warn!(error = %err, "could not record a breaker change; the next sync restores the shared state");
+        }
+        self.publish_local();
+    }
+
+    /// Adopts the shared table's state (other nodes' openings, operators' closes).
+    pub async fn sync(&self) -> Result<(), crate::store::StoreError> {
+        let rows = self.store.breakers().await?;
+        self.with(|map| {
+            for row in &rows {
+                let d = self.entry(map, &row.destination);
+                d.breaker = match (row.state.as_str(), d.breaker) {
+                    ("open", _) => Breaker::Open {
+                        probe_at: row.probe_at.unwrap_or(0),
+                        open_ms: row.open_ms,
+                    },
+                    ("half_open", Breaker::HalfOpen { here, .. }) => Breaker::HalfOpen {
+                        here,
+                        open_ms: row.open_ms,
+                    },
+                    ("half_open", _) => Breaker::HalfOpen {
+                        here: false,
+                        open_ms: row.open_ms,
+                    },
+                    // Closed: keep a local probe's own bookkeeping until it ends.
+                    (_, Breaker::HalfOpen { here: true, .. }) => d.breaker,
+                    _ => {
+                        if d.breaker != Breaker::Closed {
+                            d.failures = 0;
+                        }
+                        Breaker::Closed
+                    }
+                };
+            }
+        });
+        // The gauges follow the shared table: what every node and the console see.
+        let mut open: HashMap<String, bool> = self
+            .config
+            .labels()
+            .into_iter()
+            .map(|l| (l, false))
+            .collect();
+        for row in &rows {
+            *open.entry(row.route.clone()).or_default() |= row.state != "closed";
+        }
+        for (label, is_open) in open {
+            self.metrics.set_breaker_open(&label, is_open);
+        }
+        Ok(())
+    }
+
+    /// Between syncs, this node's own openings show at once.
+    fn publish_local(&self) {
+        let open: Vec<String> = self.with(|map| {
+            map.values()
+                .filter(|d| d.breaker != Breaker::Closed)
+                .map(|d| d.label.clone())
+                .collect()
+        });
+        for label in open {
+            self.metrics.set_breaker_open(&label, true);
+        }
+    }
+
+    /// Syncs every `every` until `stop`.
+    pub async fn run_sync(self: Arc<Self>, every: Duration, stop: CancellationToken) {
+        loop {
+            if let Err(err) = self.sync().await {
+                tracing::warn!(error = %err, "could not read the destination breakers; keeping the last state");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {},
+                _ = stop.cancelled() => return,
+            }
+        }
+    }
+}
+
+/// The breakers an operator sees: open and half-open ones first.
+pub fn open_first(mut rows: Vec<BreakerRecord>) -> Vec<BreakerRecord> {
+    rows.sort_by_key(|r| (r.state == "closed", r.route.clone()));
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_name_scheme_host_and_port_only() {
+        assert_eq!(
+            origin_of_url("https://hooks.example.com/a?key=secret").as_deref(),
+            Some("https://hooks.example.com")
+        );
+        assert_eq!(
+            origin_of_url("http://127.0.0.1:8080/x").as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+        assert_eq!(
+            origin_of_url("smtp://mail.example.com").as_deref(),
+            Some("smtp://mail.example.com:25")
+        );
+        assert_eq!(
+            origin_of_payload(r#"{"channel":"email","url":"smtps://m.example.com:2465"}"#)
+                .as_deref(),
+            Some("smtps://m.example.com:2465")
+        );
+        assert_eq!(origin_of_payload("not json"), None);
+        assert_eq!(origin_of_payload(r#"{"route":"gone"}"#), None);
+    }
+
+    #[test]
+    fn retryable_settlements_count_against_a_destination() {
+        assert_eq!(verdict(&Settle::Retry { delay_ms: 5 }), Verdict::Failing);
+        assert_eq!(
+            verdict(&Settle::Failed { exhausted: true }),
+            Verdict::Failing
+        );
+        assert_eq!(
+            verdict(&Settle::Failed { exhausted: false }),
+            Verdict::Alive
+        );
+        assert_eq!(verdict(&Settle::Completed), Verdict::Alive);
+    }
+}
