@@ -305,16 +305,22 @@ impl Runtime {
         };
         let sync_every = Duration::from_millis(settings.maintenance_interval_ms.min(1_000));
         if jobs_durable {
-            runtime.background.push(tokio::spawn(
-                jobs_destinations.clone().run_sync(sync_every, stop.clone()),
-            ));
+            runtime
+                .background
+                .push(tokio::spawn(jobs_destinations.clone().run_sync(
+                    sync_every,
+                    jobs_health.clone(),
+                    stop.clone(),
+                )));
         }
         if separate_approvals && approvals_durable {
-            runtime.background.push(tokio::spawn(
-                approvals_destinations
-                    .clone()
-                    .run_sync(sync_every, stop.clone()),
-            ));
+            runtime
+                .background
+                .push(tokio::spawn(approvals_destinations.clone().run_sync(
+                    sync_every,
+                    approvals_health.clone(),
+                    stop.clone(),
+                )));
         }
         if jobs_durable {
             let worker = Worker::new(

@@ -27,6 +27,7 @@
 //! Every node adopts the table's state on each sync, so an operator's manual
 //! close (or another node's opening) takes effect everywhere.
 
+use super::availability::StoreHealth;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -515,11 +516,22 @@ impl DestinationHealth {
         }
     }
 
-    /// Syncs every `every` until `stop`.
-    pub async fn run_sync(self: Arc<Self>, every: Duration, stop: CancellationToken) {
+    /// Syncs every `every` until `stop`. Failures go to the store's health, which
+    /// logs an outage once (`store unavailable`), not on every sync.
+    pub async fn run_sync(
+        self: Arc<Self>,
+        every: Duration,
+        store_health: Arc<StoreHealth>,
+        stop: CancellationToken,
+    ) {
         loop {
-            if let Err(err) = self.sync().await {
-                tracing::warn!(error = %err, "could not read the destination breakers; keeping the last state");
+            match self.sync().await {
+                Ok(()) => store_health.succeeded(),
+                Err(err) => {
+                    if !store_health.failed(&err).is_outage() {
+                        tracing::warn!(error = %err, "could not read the destination breakers; keeping the last state");
+                    }
+                }
             }
             tokio::select! {
                 _ = tokio::time::sleep(every) => {},

@@ -48,7 +48,13 @@ impl Galera {
         let galera = Galera {
             script: Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/galera-cluster"),
         };
-        let started = galera.run(&["start"]);
+        let mut started = galera.run(&["start"]);
+        if started.is_err() {
+            // A cluster an earlier run left without quorum cannot rejoin itself:
+            // begin again from empty data folders.
+            let _ = galera.run(&["destroy"]);
+            started = galera.run(&["start"]);
+        }
         if started.is_ok() {
             return Some(galera);
         }
