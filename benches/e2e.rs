@@ -2,7 +2,7 @@
 //! transitions of pre-created runs to a verifying receiver, commit → receiver
 //! latency, Herald's CPU and peak RSS, and the bare loopback ceiling.
 //!
-//! `cargo bench --bench e2e -- [sqlite|postgres] [concurrency N] [runs N] [rate N] [seconds N] [repeat N] [connections N]`
+//! `cargo bench --bench e2e -- [sqlite|postgres] [closed] [concurrency N] [runs N] [rate N] [seconds N] [repeat N] [connections N]`
 //!
 //! Three processes: the release `herald serve` on a fresh database; this process,
 //! which is the receiver (it verifies every Standard Webhooks signature and counts
@@ -14,7 +14,7 @@
 //! the same number of signed webhooks straight to the same receiver at the same
 //! concurrency: the loopback ceiling, of which Herald's figure is printed as a ratio.
 //! Without `rate`, both a closed-loop run (`runs`, default 20,000) and an open-loop
-//! run at 1,000/s for 10 s are made. `repeat` runs everything that many times.
+//! run at 1,000/s for 10 s are made (`closed`: only the closed-loop run). `repeat` runs everything that many times.
 //! `connections` sets Herald's `--database-max-connections` (default 8).
 //! PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
 //! Figures go to stdout as Markdown table rows for docs/BENCHMARKS.md.
@@ -532,8 +532,10 @@ fn main() {
     let concurrency = number("concurrency").unwrap_or(64);
     let runs = number("runs").unwrap_or(20_000);
     let seconds = number("seconds").unwrap_or(10);
+    let closed_only = args.iter().any(|a| a == "closed");
     let loads = match number("rate") {
         Some(rate) => vec![Load::Open { rate, seconds }],
+        None if closed_only => vec![Load::Closed { concurrency, runs }],
         None => vec![
             Load::Closed { concurrency, runs },
             Load::Open {

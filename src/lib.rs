@@ -13,6 +13,7 @@
 
 pub mod approvals;
 pub mod auth;
+pub mod batcher;
 pub mod best_effort;
 pub mod channels;
 pub mod cli;

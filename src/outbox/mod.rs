@@ -87,6 +87,15 @@ impl Outbox {
         self.store.enqueue_in(tx, event).await
     }
 
+    /// Adds events to `tx` (insert-if-absent on their ids), several a statement.
+    pub async fn enqueue_all_in(
+        &self,
+        tx: &mut WriteTx,
+        events: &[NewEvent],
+    ) -> Result<(), StoreError> {
+        self.store.enqueue_all_in(tx, events).await
+    }
+
     /// Commits, then wakes this process's workers so the events do not wait a
     /// poll, and (coalesced) other nodes' workers.
     pub async fn commit(&self, tx: WriteTx) -> Result<(), StoreError> {
@@ -103,9 +112,7 @@ impl Outbox {
     /// Enqueues events in a transaction of their own.
     pub async fn enqueue(&self, events: &[NewEvent]) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
-        for event in events {
-            self.enqueue_in(&mut tx, event).await?;
-        }
+        self.enqueue_all_in(&mut tx, events).await?;
         self.commit(tx).await
     }
 }

@@ -242,6 +242,10 @@ impl Worker {
                         .insert(event.event_id.clone());
                 }
             }
+            // Fewer than asked for: nothing more is due now. Claiming again at once
+            // would find nothing and still take the store's write lock; the next
+            // commit wakes this loop (a wake sent meanwhile is kept).
+            let drained_due = claimed.len() < limit as usize;
             for (event, permit) in claimed.into_iter().zip(permits) {
                 let registry = self.registry.clone();
                 let tx = finished_tx.clone();
@@ -265,6 +269,9 @@ impl Worker {
                     };
                     let _ = tx.send(finished).await;
                 });
+            }
+            if drained_due {
+                self.idle(&shutdown).await;
             }
         }
 

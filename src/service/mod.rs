@@ -8,12 +8,13 @@ pub mod destinations;
 pub mod error_class;
 pub mod records;
 pub mod runs;
+pub mod transitions;
 
 use app::dto::{Permission, Viewer};
 
 use crate::store::{StoreError, StoreFault};
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ServiceError {
     #[error("authentication required: sign in or send an API token")]
     Unauthenticated,

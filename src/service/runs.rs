@@ -1,6 +1,6 @@
 //! Runs: create, list and read, with redaction for viewers without `data:read`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use app::dto::{
     DeliveryCounts, Permission, RunFacts, RunPage, RunQuery, RunStatus, RunSummary, Viewer,
@@ -8,12 +8,13 @@ use app::dto::{
 use serde::{Deserialize, Serialize};
 
 use super::deliveries::DeliveryService;
+use super::transitions::{Moved, TransitionItem, TransitionOutcome, TransitionWriter};
 use super::{format_ms, parse_instant, require, ServiceError};
+use crate::batcher::Batcher;
 use crate::best_effort::BestEffortSender;
 use crate::notifications::NotificationPlanner;
-use crate::outbox::model::NewEvent;
 use crate::outbox::Outbox;
-use crate::store::ports::{NewRun, Run, RunFilter, RunRepository, WriteTx};
+use crate::store::ports::{NewRun, Run, RunFilter, RunRepository};
 
 pub const MAX_RUN_TYPE_LEN: usize = 64;
 pub const MAX_TENANT_LEN: usize = 128;
@@ -94,14 +95,6 @@ pub struct RunDetail {
     pub updated_at: String,
 }
 
-/// What a transition's write unit did.
-enum Moved {
-    /// The run already stood where the request asked: nothing written.
-    Replayed(Run),
-    /// The run moved; `events` are what it owes (enqueued unless best effort).
-    Transitioned { run: Run, events: Vec<NewEvent> },
-}
-
 #[derive(Clone)]
 pub struct RunService {
     repo: Arc<dyn RunRepository>,
@@ -112,6 +105,8 @@ pub struct RunService {
     /// Set on a store without a durable outbox: notifications are sent once after
     /// the commit instead of being enqueued.
     best_effort: Option<BestEffortSender>,
+    /// Started on the first transition (`service::transitions`).
+    transitions: Arc<OnceLock<Batcher<TransitionItem, TransitionOutcome>>>,
 }
 
 impl RunService {
@@ -131,13 +126,29 @@ impl RunService {
             deliveries,
             max_result_bytes,
             best_effort: None,
+            transitions: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// The batcher transitions go through, started with this service's settings.
+    fn transitions(&self) -> &Batcher<TransitionItem, TransitionOutcome> {
+        self.transitions.get_or_init(|| {
+            TransitionWriter::new(
+                self.repo.clone(),
+                self.outbox.clone(),
+                self.planner.clone(),
+                self.best_effort.is_none(),
+            )
+            .start()
+        })
     }
 
     /// For a store without a durable outbox: a terminal transition commits the run
     /// alone and hands its notifications to `sender` afterwards.
     pub fn with_best_effort(mut self, sender: BestEffortSender) -> Self {
         self.best_effort = Some(sender);
+        // A batcher started before this point would enqueue; start afresh.
+        self.transitions = Arc::new(OnceLock::new());
         self
     }
 
@@ -169,16 +180,17 @@ impl RunService {
             }
         };
         let to = request.to;
-        // One write unit: under group commit it shares a transaction (and its
-        // fsync) with concurrent units, and returns only after that commit.
-        let service = self.clone();
-        let run_id = id.to_string();
+        // Batched with concurrent transitions: one write unit (and, under group
+        // commit, one fsync) for many; answered only after the commit.
         let moved = self
-            .outbox
-            .write(move |tx| {
-                Box::pin(async move { service.transition_in(tx, &run_id, to, result).await })
+            .transitions()
+            .submit(TransitionItem {
+                run_id: id.to_string(),
+                to,
+                result,
             })
-            .await?;
+            .await
+            .map_err(|lost| ServiceError::Internal(lost.to_string()))??;
         let (run, events) = match moved {
             Moved::Replayed(current) => {
                 return Ok(TransitionResponse {
@@ -249,52 +261,6 @@ impl RunService {
                 r.unwrap_or_else(|| Err(ServiceError::Internal("a batch item was lost".into())))
             })
             .collect())
-    }
-
-    /// The writes of one transition inside `tx`: lock the run, check the move,
-    /// apply it, and enqueue the events it owes (unless they are sent best effort
-    /// after the commit).
-    async fn transition_in(
-        &self,
-        tx: &mut WriteTx,
-        id: &str,
-        to: RunStatus,
-        result: Option<String>,
-    ) -> Result<Moved, ServiceError> {
-        let current = self
-            .repo
-            .lock_run(tx, id)
-            .await?
-            .ok_or_else(|| ServiceError::NotFound(format!("run {id:?}")))?;
-        // Nothing ever moves to `queued`, so a request for it is never a repeat.
-        if current.status == to && to != RunStatus::Queued {
-            let same_result =
-                parse_json(current.result.as_deref()) == parse_json(result.as_deref());
-            if !to.is_terminal() || same_result {
-                return Ok(Moved::Replayed(current));
-            }
-        }
-        if !current.status.can_transition_to(to) {
-            return Err(ServiceError::IllegalTransition {
-                current: current.status,
-                requested: to,
-            });
-        }
-        let run = self
-            .repo
-            .apply_transition(tx, &current, to, result.as_deref())
-            .await?;
-        let events = if to.is_terminal() {
-            self.planner.for_terminal(&run, &run.routes)
-        } else {
-            Vec::new()
-        };
-        if self.best_effort.is_none() {
-            for event in &events {
-                self.outbox.enqueue_in(tx, event).await?;
-            }
-        }
-        Ok(Moved::Transitioned { run, events })
     }
 
     pub async fn create(
@@ -507,10 +473,6 @@ pub fn validate_url(field: &'static str, url: &str) -> Result<String, ServiceErr
         ));
     }
     Ok(normalised)
-}
-
-fn parse_json(text: Option<&str>) -> Option<serde_json::Value> {
-    text.and_then(|t| serde_json::from_str(t).ok())
 }
 
 /// `scheme://host[:port]` of a URL: enough to recognise a destination, nothing secret.

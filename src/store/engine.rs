@@ -327,6 +327,14 @@ pub fn padded_len(n: usize) -> usize {
     n.max(1).next_power_of_two()
 }
 
+/// `items`, then its last item again up to [`padded_len`].
+pub fn padded<T>(items: &[T]) -> impl Iterator<Item = &T> {
+    let fill = padded_len(items.len()) - items.len();
+    items
+        .iter()
+        .chain(items.last().into_iter().cycle().take(fill))
+}
+
 /// A database URL with its password removed, safe for errors and logs.
 pub fn redact_url(url: &str) -> String {
     match url::Url::parse(url) {

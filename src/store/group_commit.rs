@@ -42,7 +42,6 @@ impl Default for GroupLimits {
 }
 
 const SAVEPOINT: &str = "SAVEPOINT herald_unit";
-const RELEASE: &str = "RELEASE SAVEPOINT herald_unit";
 const ROLLBACK_TO: &str = "ROLLBACK TO SAVEPOINT herald_unit";
 
 /// Runs a unit's work in the group's transaction; `true` when it succeeded.
@@ -169,13 +168,21 @@ async fn commit_group(store: SqlStore, group: Vec<Unit>) {
 
 async fn run_units(store: &SqlStore, works: Vec<Work>) -> Result<(), StoreError> {
     let mut tx = store.pool.begin_with(store.engine.begin_write()).await?;
+    // Savepoints nest and are never released: COMMIT ends them all, and a
+    // statement saved is a round trip to the database's thread saved, which is
+    // what a unit costs. A failed unit rolls back to its own (the innermost)
+    // savepoint, which stays open and is where the next unit starts. A group is at
+    // most `max_units` deep.
+    let mut open = false;
     for work in works {
-        sqlx::query(SAVEPOINT).execute(&mut *tx).await?;
+        if !open {
+            sqlx::query(SAVEPOINT).execute(&mut *tx).await?;
+        }
         if work(&mut tx).await {
-            sqlx::query(RELEASE).execute(&mut *tx).await?;
+            open = false;
         } else {
             sqlx::query(ROLLBACK_TO).execute(&mut *tx).await?;
-            sqlx::query(RELEASE).execute(&mut *tx).await?;
+            open = true;
         }
     }
     tx.commit().await?;

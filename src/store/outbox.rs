@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Transaction};
 
-use super::engine::{padded_len, placeholders};
+use super::engine::{padded, padded_len, placeholders};
 use super::ports::{ClaimRequest, ManualRetry, OutboxStore, SweepReport, WriteTx};
 use super::row::{int, opt_int, opt_text, text};
 use super::{SqlStore, StoreError};
@@ -24,14 +24,6 @@ pub(super) const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, par
      status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, lease_token, lease_holder, \
      lease_expires_at, last_error, last_status_code, created_at, updated_at, completed_at, failed_at, \
      alerted_at, uncertain_at, dead_letter_id";
-
-/// `items`, then its last item again up to [`padded_len`].
-fn padded<T>(items: &[T]) -> impl Iterator<Item = &T> {
-    let fill = padded_len(items.len()) - items.len();
-    items
-        .iter()
-        .chain(items.last().into_iter().cycle().take(fill))
-}
 
 /// What a claim hands to the worker.
 const CLAIM_COLUMNS: &str =
@@ -470,30 +462,46 @@ impl OutboxStore for SqlStore {
         Ok(self.pool.begin_with(self.engine.begin_write()).await?)
     }
 
-    async fn enqueue_in(&self, tx: &mut WriteTx, event: &NewEvent) -> Result<(), StoreError> {
+    async fn enqueue_all_in(
+        &self,
+        tx: &mut WriteTx,
+        events: &[NewEvent],
+    ) -> Result<(), StoreError> {
+        // A statement holds at most this many rows (and 10 binds a row).
+        const ROWS: usize = 128;
         let now = self.engine.now_ms();
-        let sql = format!(
-            "INSERT INTO outbox_events (event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
-             status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, created_at, updated_at, destination) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, 1, 0, ?, {now} + ?, {now}, {now}, ?) {}",
-            self.engine.insert_if_absent_tail("event_id")
-        );
-        sqlx::query(&self.engine.sql(&sql))
-            .bind(&event.event_id)
-            .bind(event.source.as_str())
-            .bind(&event.kind)
-            .bind(&event.parent_type)
-            .bind(&event.parent_id)
-            .bind(&event.payload)
-            .bind(i64::from(event.redeliverable))
-            .bind(i64::from(event.max_attempts.max(1)))
-            .bind(event.delay_ms.max(0))
-            .bind(crate::outbox::destinations::stored_destination(
-                &event.payload,
-            ))
-            .execute(&mut **tx)
-            .await?;
-        // Other nodes hear of it after the commit (`outbox::peer_notice`).
+        let row =
+            format!("(?, ?, ?, ?, ?, ?, ?, 'pending', 0, 1, 0, ?, {now} + ?, {now}, {now}, ?)");
+        for chunk in events.chunks(ROWS) {
+            // Padded with repeats of the last event, which insert-if-absent drops.
+            let rows: Vec<&NewEvent> = padded(chunk).collect();
+            let sql = format!(
+                "INSERT INTO outbox_events (event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
+                 status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, created_at, updated_at, destination) \
+                 VALUES {} {}",
+                vec![row.as_str(); rows.len()].join(", "),
+                self.engine.insert_if_absent_tail("event_id")
+            );
+            let sql = self.engine.sql(&sql);
+            let mut query = sqlx::query(&sql);
+            for event in rows {
+                query = query
+                    .bind(&event.event_id)
+                    .bind(event.source.as_str())
+                    .bind(&event.kind)
+                    .bind(&event.parent_type)
+                    .bind(&event.parent_id)
+                    .bind(&event.payload)
+                    .bind(i64::from(event.redeliverable))
+                    .bind(i64::from(event.max_attempts.max(1)))
+                    .bind(event.delay_ms.max(0))
+                    .bind(crate::outbox::destinations::stored_destination(
+                        &event.payload,
+                    ));
+            }
+            query.execute(&mut **tx).await?;
+        }
+        // Other nodes hear of them after the commit (`outbox::peer_notice`).
         Ok(())
     }
 

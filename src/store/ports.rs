@@ -109,6 +109,19 @@ pub trait RunRepository: Send + Sync {
         to: RunStatus,
         result: Option<&str>,
     ) -> Result<Run, StoreError>;
+    /// Moves each of `moves` (run id, result) to `to` if it stands in one of
+    /// `from` (the states `to` may follow), in one statement where the engine can,
+    /// and returns the runs as moved, in no particular order. A run left out
+    /// (missing, a repeat, an illegal move, or a state that changed) is for the
+    /// caller to read under [`RunRepository::lock_run`] and decide. Each id at most
+    /// once.
+    async fn transition_from(
+        &self,
+        tx: &mut WriteTx,
+        moves: &[(String, Option<String>)],
+        from: &[RunStatus],
+        to: RunStatus,
+    ) -> Result<Vec<Run>, StoreError>;
 }
 
 #[async_trait]
@@ -180,6 +193,15 @@ pub trait OutboxStore: Send + Sync {
         &self,
         tx: &mut WriteTx,
         event: &crate::outbox::model::NewEvent,
+    ) -> Result<(), StoreError> {
+        self.enqueue_all_in(tx, std::slice::from_ref(event)).await
+    }
+    /// Inserts each of `events` unless one with its id exists, inside `tx`, in
+    /// as few statements as the engine allows.
+    async fn enqueue_all_in(
+        &self,
+        tx: &mut WriteTx,
+        events: &[crate::outbox::model::NewEvent],
     ) -> Result<(), StoreError>;
     /// Sends the engine's peer notice (`Engine::peer_notice`) on a connection of its
     /// own; `false` when the engine has none.

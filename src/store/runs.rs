@@ -4,7 +4,7 @@ use app::dto::RunStatus;
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
 
-use super::engine::placeholders;
+use super::engine::{padded, placeholders};
 use super::ports::{NewRun, Run, RunFilter, RunRepository, WriteTx};
 use super::row::{int, opt_text, text};
 use super::{SqlStore, StoreError};
@@ -28,6 +28,68 @@ fn run_from_row(row: &AnyRow) -> Result<Run, StoreError> {
         created_at_ms: int(row, "created_at")?,
         updated_at_ms: int(row, "updated_at")?,
     })
+}
+
+/// What a guarded multi-run update did: the rows it returned (with RETURNING)
+/// and how many it changed.
+struct Updated {
+    rows: Vec<AnyRow>,
+    changed: u64,
+}
+
+impl Updated {
+    fn rows_affected(&self) -> u64 {
+        self.changed
+    }
+}
+
+impl SqlStore {
+    /// `UPDATE runs` of every run in `moves` that stands in one of `from`, each
+    /// with its own result; the state test is part of the update, so it is decided
+    /// under the rows' write locks. Padded to a power of two (repeats of the last
+    /// move) so the statement's shapes are few and stay prepared.
+    async fn update_runs_from(
+        &self,
+        tx: &mut WriteTx,
+        moves: &[&(String, Option<String>)],
+        from: &[RunStatus],
+        to: RunStatus,
+    ) -> Result<Updated, StoreError> {
+        let now = self.engine.now_ms();
+        let moves: Vec<_> = padded(moves).collect();
+        let mut sql = format!(
+            "UPDATE runs SET status = ?, result = CASE id{} ELSE result END, \
+             transition_seq = transition_seq + 1, updated_at = {now} \
+             WHERE id IN ({}) AND status IN ({})",
+            " WHEN ? THEN ?".repeat(moves.len()),
+            placeholders(moves.len()),
+            placeholders(from.len())
+        );
+        if self.engine.has_returning() {
+            sql.push_str(&format!(" RETURNING {RUN_COLUMNS}"));
+        }
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql).bind(to.as_str());
+        for (id, result) in &moves {
+            query = query.bind(id.as_str()).bind(result.as_deref());
+        }
+        for (id, _) in &moves {
+            query = query.bind(id.as_str());
+        }
+        for status in from {
+            query = query.bind(status.as_str());
+        }
+        if self.engine.has_returning() {
+            let rows = query.fetch_all(&mut **tx).await?;
+            let changed = rows.len() as u64;
+            return Ok(Updated { rows, changed });
+        }
+        let changed = query.execute(&mut **tx).await?.rows_affected();
+        Ok(Updated {
+            rows: Vec::new(),
+            changed,
+        })
+    }
 }
 
 #[async_trait]
@@ -229,5 +291,36 @@ impl RunRepository for SqlStore {
         self.lock_run(tx, &run.id)
             .await?
             .ok_or_else(|| StoreError::Corrupt("transitioned run vanished".into()))
+    }
+
+    async fn transition_from(
+        &self,
+        tx: &mut WriteTx,
+        moves: &[(String, Option<String>)],
+        from: &[RunStatus],
+        to: RunStatus,
+    ) -> Result<Vec<Run>, StoreError> {
+        if from.is_empty() || moves.is_empty() {
+            return Ok(Vec::new());
+        }
+        if !self.engine.has_returning() {
+            // One run at a time; the update holds the row's lock, so the read
+            // after it sees the run as moved.
+            let mut moved = Vec::new();
+            for one in moves {
+                if self
+                    .update_runs_from(tx, &[one], from, to)
+                    .await?
+                    .rows_affected()
+                    == 1
+                {
+                    moved.extend(self.lock_run(tx, &one.0).await?);
+                }
+            }
+            return Ok(moved);
+        }
+        let all: Vec<&(String, Option<String>)> = moves.iter().collect();
+        let rows = self.update_runs_from(tx, &all, from, to).await?;
+        rows.rows.iter().map(run_from_row).collect()
     }
 }

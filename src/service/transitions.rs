@@ -1,0 +1,212 @@
+//! What a run transition writes (issue 9): concurrent transitions are batched,
+//! and a batch is one write unit — one guarded `UPDATE … RETURNING` per target
+//! state for every run in it, one multi-row `INSERT` for every event they owe —
+//! so a batch of a hundred costs a few statements and shares one commit. Each
+//! transition still gets its own answer, exactly as if it had run alone.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use app::dto::RunStatus;
+
+use super::ServiceError;
+use crate::batcher::{BatchLimits, Batcher};
+use crate::notifications::NotificationPlanner;
+use crate::outbox::model::NewEvent;
+use crate::outbox::Outbox;
+use crate::store::ports::{Run, RunRepository, WriteTx};
+use crate::store::StoreError;
+
+/// At most this many transitions share a batch.
+const MAX_BATCH: usize = 256;
+/// Batches written at once: while they commit, the next one fills.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// One requested move, already validated.
+#[derive(Debug)]
+pub struct TransitionItem {
+    pub run_id: String,
+    pub to: RunStatus,
+    /// The result as JSON text.
+    pub result: Option<String>,
+}
+
+/// What a transition did.
+pub enum Moved {
+    /// The run already stood where the request asked: nothing written.
+    Replayed(Run),
+    /// The run moved; `events` are what it owes (enqueued unless best effort).
+    Transitioned { run: Run, events: Vec<NewEvent> },
+}
+
+pub type TransitionOutcome = Result<Moved, ServiceError>;
+
+/// Writes transitions, batched.
+#[derive(Clone)]
+pub struct TransitionWriter {
+    repo: Arc<dyn RunRepository>,
+    outbox: Outbox,
+    planner: Arc<NotificationPlanner>,
+    /// Events go to the durable outbox in the transition's transaction; without
+    /// one (best effort) they are only returned.
+    enqueue: bool,
+}
+
+impl TransitionWriter {
+    pub fn new(
+        repo: Arc<dyn RunRepository>,
+        outbox: Outbox,
+        planner: Arc<NotificationPlanner>,
+        enqueue: bool,
+    ) -> Self {
+        TransitionWriter {
+            repo,
+            outbox,
+            planner,
+            enqueue,
+        }
+    }
+
+    /// Starts the batcher that feeds this writer (needs a Tokio runtime).
+    pub fn start(self) -> Batcher<TransitionItem, TransitionOutcome> {
+        let limits = BatchLimits {
+            max_items: MAX_BATCH,
+            max_in_flight: BATCHES_IN_FLIGHT,
+        };
+        Batcher::start(limits, move |items| {
+            let writer = self.clone();
+            Box::pin(async move { writer.write_batch(items).await })
+        })
+    }
+
+    /// One write unit for the whole batch: a failure of the store fails every
+    /// item (none is acknowledged); an item's own verdict (missing, illegal, a
+    /// repeat) is its alone.
+    async fn write_batch(self, items: Vec<TransitionItem>) -> Vec<TransitionOutcome> {
+        let n = items.len();
+        let writer = self.clone();
+        let written = self
+            .outbox
+            .write(move |tx| Box::pin(async move { writer.write_in(tx, items).await }))
+            .await;
+        match written {
+            Ok(outcomes) => outcomes,
+            Err(err) => {
+                let err = ServiceError::from(err);
+                (0..n).map(|_| Err(err.clone())).collect()
+            }
+        }
+    }
+
+    async fn write_in(
+        &self,
+        tx: &mut WriteTx,
+        items: Vec<TransitionItem>,
+    ) -> Result<Vec<TransitionOutcome>, StoreError> {
+        let mut outcomes: Vec<Option<TransitionOutcome>> = items.iter().map(|_| None).collect();
+        // The common case, per target state: every run that stands where the
+        // move may start, in one statement. A run asked for twice in one batch
+        // takes the careful path the second time, after the first has moved it.
+        let mut seen = HashSet::new();
+        let mut careful = Vec::new();
+        let mut by_target: Vec<(RunStatus, Vec<usize>)> = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            if !seen.insert(item.run_id.as_str()) {
+                careful.push(i);
+                continue;
+            }
+            match by_target.iter_mut().find(|(to, _)| *to == item.to) {
+                Some((_, list)) => list.push(i),
+                None => by_target.push((item.to, vec![i])),
+            }
+        }
+        for (to, indexes) in &by_target {
+            let from: Vec<RunStatus> = RunStatus::ALL
+                .into_iter()
+                .filter(|s| s.can_transition_to(*to))
+                .collect();
+            let moves: Vec<(String, Option<String>)> = indexes
+                .iter()
+                .map(|&i| (items[i].run_id.clone(), items[i].result.clone()))
+                .collect();
+            let mut moved = self.repo.transition_from(tx, &moves, &from, *to).await?;
+            for &i in indexes {
+                match moved.iter().position(|run| run.id == items[i].run_id) {
+                    Some(at) => outcomes[i] = Some(Ok(self.transitioned(moved.swap_remove(at)))),
+                    None => careful.push(i),
+                }
+            }
+        }
+        careful.sort_unstable();
+        for i in careful {
+            outcomes[i] = Some(self.move_locked(tx, &items[i]).await?);
+        }
+        if self.enqueue {
+            let events: Vec<NewEvent> = outcomes
+                .iter()
+                .filter_map(|o| match o {
+                    Some(Ok(Moved::Transitioned { events, .. })) => Some(events.iter().cloned()),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            self.outbox.enqueue_all_in(tx, &events).await?;
+        }
+        Ok(outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| Err(ServiceError::Internal("a transition was skipped".into())))
+            })
+            .collect())
+    }
+
+    fn transitioned(&self, run: Run) -> Moved {
+        let events = if run.status.is_terminal() {
+            self.planner.for_terminal(&run, &run.routes)
+        } else {
+            Vec::new()
+        };
+        Moved::Transitioned { run, events }
+    }
+
+    /// The careful path: reads the run under its lock to tell a repeat, a
+    /// missing run or an illegal move, and applies a legal one. `Err` only for
+    /// a store failure (which fails the batch).
+    async fn move_locked(
+        &self,
+        tx: &mut WriteTx,
+        item: &TransitionItem,
+    ) -> Result<TransitionOutcome, StoreError> {
+        let Some(current) = self.repo.lock_run(tx, &item.run_id).await? else {
+            return Ok(Err(ServiceError::NotFound(format!(
+                "run {:?}",
+                item.run_id
+            ))));
+        };
+        let to = item.to;
+        // Nothing ever moves to `queued`, so a request for it is never a repeat.
+        if current.status == to && to != RunStatus::Queued {
+            let same_result =
+                parse_json(current.result.as_deref()) == parse_json(item.result.as_deref());
+            if !to.is_terminal() || same_result {
+                return Ok(Ok(Moved::Replayed(current)));
+            }
+        }
+        if !current.status.can_transition_to(to) {
+            return Ok(Err(ServiceError::IllegalTransition {
+                current: current.status,
+                requested: to,
+            }));
+        }
+        let run = self
+            .repo
+            .apply_transition(tx, &current, to, item.result.as_deref())
+            .await?;
+        Ok(Ok(self.transitioned(run)))
+    }
+}
+
+/// JSON text compared as values (key order and spacing do not matter).
+pub fn parse_json(text: Option<&str>) -> Option<serde_json::Value> {
+    text.and_then(|t| serde_json::from_str(t).ok())
+}
