@@ -99,8 +99,8 @@ settings! {
     max_body_bytes: usize = 1024 * 1024, "HERALD_MAX_BODY_BYTES";
     /// Log format: text or json [default: text]
     log_format: LogFormat = LogFormat::Text, "HERALD_LOG_FORMAT";
-    /// Handlers running at once per store [default: 64]
-    worker_concurrency: usize = 64, "HERALD_WORKER_CONCURRENCY";
+    /// Handlers running at once per store [default: 256]
+    worker_concurrency: usize = 256, "HERALD_WORKER_CONCURRENCY";
     /// Events claimed per statement [default: 256]
     worker_batch_size: u32 = 256, "HERALD_WORKER_BATCH_SIZE";
     /// How often idle workers look for due work, in milliseconds [default: 1000]

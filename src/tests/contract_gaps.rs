@@ -26,6 +26,7 @@ crate::contract_tests!(
     racing_terminal_transitions_have_one_winner_and_one_set_of_events,
     a_failing_enqueue_rolls_the_transition_back,
     a_claim_with_only_a_default_lease_uses_it,
+    concurrent_transitions_batched_together_answer_as_if_alone,
 );
 
 fn event(id: &str, redeliverable: bool, max_attempts: u32) -> NewEvent {
@@ -370,5 +371,93 @@ async fn a_claim_with_only_a_default_lease_uses_it(db: &TestDb) {
     let row = store.get_event("default-lease").await.unwrap().unwrap();
     let lease = row.lease_expires_at.unwrap() - row.updated_at;
     assert_eq!(lease, 60_000, "the default lease applies");
+    store.close().await;
+}
+
+/// Many transitions at once share batches (`service::transitions`): repeats of one
+/// run in the same batch, a race between two terminal states, a missing run and an
+/// illegal move each get the answer they would get alone, and every finished run
+/// owes exactly one set of events.
+async fn concurrent_transitions_batched_together_answer_as_if_alone(db: &TestDb) {
+    let store = db.store().await;
+    let service = run_service(db, &store);
+    let mut runs = Vec::new();
+    for _ in 0..24 {
+        runs.push(running_run_with_a_callback(&store, &service).await);
+    }
+    // (run, target, result): each run is asked twice, all at once.
+    let mut asks = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let same = serde_json::json!({"n": i});
+        match i % 3 {
+            // The same request twice: one moves the run, the other is a repeat.
+            0 => {
+                asks.push((run.clone(), RunStatus::Succeeded, same.clone()));
+                asks.push((run.clone(), RunStatus::Succeeded, same));
+            }
+            // Two terminal states race: one wins, the other is illegal.
+            1 => {
+                asks.push((run.clone(), RunStatus::Succeeded, same.clone()));
+                asks.push((run.clone(), RunStatus::Failed, same));
+            }
+            // A legal move and an illegal one (nothing moves to `queued`).
+            _ => {
+                asks.push((run.clone(), RunStatus::Cancelled, same.clone()));
+                asks.push((run.clone(), RunStatus::Queued, same));
+            }
+        }
+    }
+    asks.push(("no-such-run".into(), RunStatus::Succeeded, serde_json::json!(null)));
+    let mut racers = tokio::task::JoinSet::new();
+    for (run, to, result) in asks {
+        let service = service.clone();
+        racers.spawn(async move {
+            let request = TransitionRequest {
+                to,
+                result: Some(result),
+            };
+            let outcome = service.transition(Some(&operator()), &run, request).await;
+            (run, to, outcome)
+        });
+    }
+    let mut moved: std::collections::HashMap<String, Vec<RunStatus>> = Default::default();
+    let mut repeats: std::collections::HashMap<String, usize> = Default::default();
+    while let Some(joined) = racers.join_next().await {
+        match joined.unwrap() {
+            (run, to, Ok(response)) if response.replayed => {
+                assert_eq!(response.run.status, to);
+                *repeats.entry(run).or_default() += 1;
+            }
+            (run, to, Ok(response)) => {
+                assert_eq!(response.run.status, to);
+                assert_eq!(response.notifications.len(), 1, "{run}: one callback owed");
+                moved.entry(run).or_default().push(to);
+            }
+            (run, _, Err(ServiceError::NotFound(_))) => assert_eq!(run, "no-such-run"),
+            (run, to, Err(ServiceError::IllegalTransition { current, requested })) => {
+                assert_eq!(requested, to);
+                assert!(
+                    current.is_terminal() || to == RunStatus::Queued,
+                    "{run}: refused {to:?} from {current:?}"
+                );
+            }
+            (run, to, Err(other)) => panic!("{run} → {to:?}: {other:?}"),
+        }
+    }
+    for (i, run) in runs.iter().enumerate() {
+        let wins = moved.get(run).cloned().unwrap_or_default();
+        assert_eq!(wins.len(), 1, "{run}: exactly one move took effect: {wins:?}");
+        let expected_repeats = usize::from(i % 3 == 0);
+        assert_eq!(repeats.get(run).copied().unwrap_or(0), expected_repeats, "{run}");
+        let stored = store.get_run(run).await.unwrap().unwrap();
+        assert_eq!(stored.status, wins[0], "{run}: the winner's state is stored");
+        assert_eq!(
+            stored.result.as_deref().map(|r| serde_json::from_str::<serde_json::Value>(r).unwrap()),
+            Some(serde_json::json!({"n": i})),
+            "{run}: its own result, not another run's"
+        );
+        let events = store.events_for_parent("run", run).await.unwrap();
+        assert_eq!(events.len(), 1, "{run}: one set of events");
+    }
     store.close().await;
 }
