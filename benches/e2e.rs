@@ -466,6 +466,9 @@ async fn measure(
             .collect()
     };
     latencies.sort_by(f64::total_cmp);
+    if wall >= 120.0 {
+        print_minutes(&report, &arrivals);
+    }
     assert_eq!(
         arrivals.rejected.load(Ordering::Relaxed),
         0,
@@ -499,6 +502,30 @@ async fn measure(
         receiver_cores,
         herald_rss_mb,
         ceiling,
+    }
+}
+
+/// For long runs: commit → receiver p50 / p99 per minute of acknowledgement, so
+/// a tail that grows with churn (a hot table filling with dead rows) shows.
+fn print_minutes(report: &ClientReport, arrivals: &Arrivals) {
+    let first = arrivals.first.lock().unwrap();
+    let mut minutes: Vec<Vec<f64>> = Vec::new();
+    for (id, ack) in &report.acks {
+        let minute = (ack.saturating_sub(report.start_ns) / 60_000_000_000) as usize;
+        if minutes.len() <= minute {
+            minutes.resize(minute + 1, Vec::new());
+        }
+        minutes[minute].push(first[id].saturating_sub(*ack) as f64 / 1e6);
+    }
+    for (minute, mut latencies) in minutes.into_iter().enumerate() {
+        latencies.sort_by(f64::total_cmp);
+        eprintln!(
+            "minute {}: {} transitions, commit → receiver p50 {:.1} ms, p99 {:.1} ms",
+            minute + 1,
+            latencies.len(),
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.99)
+        );
     }
 }
 

@@ -1,6 +1,7 @@
 //! The maintenance loop: finds expired in-flight leases that must not be resent
 //! (non-redeliverable kinds become `uncertain`; spent cycles become `failed`) and
-//! refreshes the outbox gauges.
+//! refreshes the outbox gauges; beside it, the hot tables are kept small
+//! (`store::upkeep`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,6 +86,18 @@ impl Maintenance {
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
+        // Beside the passes, not in them: a VACUUM of a large table takes seconds,
+        // and sweeps must not wait for it.
+        let tidying = tokio::spawn(tidy_loop(
+            self.store.clone(),
+            self.interval,
+            shutdown.clone(),
+        ));
+        self.pass_loop(shutdown).await;
+        let _ = tidying.await;
+    }
+
+    async fn pass_loop(self, shutdown: CancellationToken) {
         let mut backoff = StoreBackoff::default();
         loop {
             // While the store fails, passes back off (but never come faster than usual).
@@ -99,6 +112,31 @@ impl Maintenance {
                 _ = tokio::time::sleep(pause) => {},
                 _ = shutdown.cancelled() => return,
             }
+        }
+    }
+}
+
+/// Keeps the store's hot tables small where the engine needs it
+/// (`OutboxStore::tidy_hot_tables`), checking every `interval`.
+async fn tidy_loop(store: Arc<dyn OutboxStore>, interval: Duration, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {},
+            _ = shutdown.cancelled() => return,
+        }
+        match store.tidy_hot_tables().await {
+            Ok(tidied) => {
+                for t in tidied {
+                    tracing::info!(
+                        table = t.table,
+                        dead_rows = t.dead_rows,
+                        took_ms = t.took.as_millis() as u64,
+                        "vacuumed and analyzed a hot table"
+                    );
+                }
+            }
+            // The passes report the store's availability; this only waits for the next.
+            Err(err) => tracing::debug!(error = %err, "could not tidy the hot tables"),
         }
     }
 }

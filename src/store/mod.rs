@@ -15,6 +15,7 @@ pub mod row;
 mod runs;
 mod sessions;
 mod tokens;
+mod upkeep;
 mod users;
 
 use std::str::FromStr;

@@ -807,6 +807,14 @@ impl OutboxStore for SqlStore {
         .await?)
     }
 
+    async fn tidy_hot_tables(&self) -> Result<Vec<crate::store::ports::TableTidied>, StoreError> {
+        match self.engine {
+            super::Engine::Postgres => self.tidy_postgres().await,
+            // SQLite removes index entries at once; InnoDB purges by itself.
+            _ => Ok(Vec::new()),
+        }
+    }
+
     async fn stats(&self, count_settled: bool) -> Result<OutboxStats, StoreError> {
         let now = self.engine.now_ms();
         let quoted = |states: &[&str]| {

@@ -183,6 +183,15 @@ pub struct SweepReport {
     pub failed: Vec<(String, String)>,
 }
 
+/// One hot table vacuumed by [`OutboxStore::tidy_hot_tables`].
+#[derive(Clone, Debug)]
+pub struct TableTidied {
+    pub table: &'static str,
+    /// Dead rows the statistics counted before.
+    pub dead_rows: i64,
+    pub took: std::time::Duration,
+}
+
 /// The durable outbox port (DESIGN §3).
 #[async_trait]
 pub trait OutboxStore: Send + Sync {
@@ -258,6 +267,12 @@ pub trait OutboxStore: Send + Sync {
         event_id: &str,
     ) -> Result<Vec<crate::outbox::model::AttemptRecord>, StoreError>;
     async fn dead_letter_count(&self, event_id: &str) -> Result<i64, StoreError>;
+    /// Vacuums and analyzes the tables every transition and delivery rewrites once
+    /// enough of them is dead rows, where the engine leaves that to a vacuum that
+    /// may be off or late (PostgreSQL); what it did, per table.
+    async fn tidy_hot_tables(&self) -> Result<Vec<TableTidied>, StoreError> {
+        Ok(Vec::new())
+    }
     /// Counts for the gauges: live states always, settled states when asked
     /// (they cover most of the table, so they are counted less often).
     async fn stats(

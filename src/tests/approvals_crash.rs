@@ -17,26 +17,18 @@ use serde_json::{json, Value};
 
 use crate::support::{api_token, free_port, wait_for, wait_ready, HeraldProcess, TestDb};
 
-const CONFIG: &str = r#"
-worker_poll_interval_ms = 50
-maintenance_interval_ms = 200
-replay_initial_backoff_ms = 100
-replay_max_backoff_ms = 200
-
-[[approval_definitions]]
-id = "deal"
-object = "Opportunity"
-
-[[approval_definitions.steps]]
-name = "Manager"
-approver = { role = "admin" }
-
-[[approval_definitions.actions.recall]]
-type = "FieldUpdate"
-id = "acct"
-field_path = "Account.Status"
-value = "Prospect"
-"#;
+/// The approvals configuration the cluster tests use, with fast polls and
+/// backoffs so a crashed replay is picked up within the test's time.
+fn approvals_config() -> String {
+    format!(
+        "worker_poll_interval_ms = 50\n\
+         maintenance_interval_ms = 200\n\
+         replay_initial_backoff_ms = 100\n\
+         replay_max_backoff_ms = 200\n\
+         {}",
+        crate::cluster::APPROVALS_CONFIG
+    )
+}
 
 struct Scene {
     db: TestDb,
@@ -52,7 +44,7 @@ impl Scene {
         let db = TestDb::new(Engine::Sqlite).await;
         let store = db.store().await;
         let config = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(config.path(), CONFIG).unwrap();
+        std::fs::write(config.path(), approvals_config()).unwrap();
         let token = api_token(&db.url, Role::Operator).await;
         Scene {
             db,

@@ -407,7 +407,11 @@ async fn concurrent_transitions_batched_together_answer_as_if_alone(db: &TestDb)
             }
         }
     }
-    asks.push(("no-such-run".into(), RunStatus::Succeeded, serde_json::json!(null)));
+    asks.push((
+        "no-such-run".into(),
+        RunStatus::Succeeded,
+        serde_json::json!(null),
+    ));
     let mut racers = tokio::task::JoinSet::new();
     for (run, to, result) in asks {
         let service = service.clone();
@@ -446,13 +450,27 @@ async fn concurrent_transitions_batched_together_answer_as_if_alone(db: &TestDb)
     }
     for (i, run) in runs.iter().enumerate() {
         let wins = moved.get(run).cloned().unwrap_or_default();
-        assert_eq!(wins.len(), 1, "{run}: exactly one move took effect: {wins:?}");
-        let expected_repeats = usize::from(i % 3 == 0);
-        assert_eq!(repeats.get(run).copied().unwrap_or(0), expected_repeats, "{run}");
-        let stored = store.get_run(run).await.unwrap().unwrap();
-        assert_eq!(stored.status, wins[0], "{run}: the winner's state is stored");
         assert_eq!(
-            stored.result.as_deref().map(|r| serde_json::from_str::<serde_json::Value>(r).unwrap()),
+            wins.len(),
+            1,
+            "{run}: exactly one move took effect: {wins:?}"
+        );
+        let expected_repeats = usize::from(i % 3 == 0);
+        assert_eq!(
+            repeats.get(run).copied().unwrap_or(0),
+            expected_repeats,
+            "{run}"
+        );
+        let stored = store.get_run(run).await.unwrap().unwrap();
+        assert_eq!(
+            stored.status, wins[0],
+            "{run}: the winner's state is stored"
+        );
+        assert_eq!(
+            stored
+                .result
+                .as_deref()
+                .map(|r| serde_json::from_str::<serde_json::Value>(r).unwrap()),
             Some(serde_json::json!({"n": i})),
             "{run}: its own result, not another run's"
         );

@@ -9,7 +9,7 @@ use app::dto::{DeliveryStatus, Role};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::support::{metrics_with, wait_for, Receiver, TestServer};
+use crate::support::{finish_routed_run, json_of, metrics_with, wait_for, Receiver, TestServer};
 use herald::store::ports::{DeliveryReads, DestinationStore, OutboxStore};
 
 fn routes_file(receiver: &Receiver) -> tempfile::NamedTempFile {
@@ -29,28 +29,9 @@ max_in_flight = 2
 }
 
 async fn runs_to_hooks(server: &TestServer, token: &str, count: usize) -> Vec<String> {
-    let client = reqwest::Client::new();
     let mut ids = Vec::new();
     for i in 0..count {
-        let run: Value = client
-            .post(server.url("/api/v1/runs"))
-            .bearer_auth(token)
-            .json(&json!({"type": "etl", "tenant": "acme", "routes": ["hooks"]}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let id = run["id"].as_str().unwrap().to_string();
-        let done = client
-            .post(server.url(&format!("/api/v1/runs/{id}/transitions")))
-            .bearer_auth(token)
-            .json(&json!({"to": "succeeded", "result": {"i": i}}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(done.status(), StatusCode::OK);
+        let id = finish_routed_run(server, token, "hooks", json!({"i": i})).await;
         ids.push(format!("deliver_{id}_hooks"));
     }
     ids
@@ -194,15 +175,12 @@ async fn operators_close_a_breaker_by_hand_audited_and_readers_cannot() {
     let operator = server.token(Role::Operator).await;
     let client = reqwest::Client::new();
 
-    let listed: Value = client
-        .get(server.url("/admin/api/destination-breakers"))
-        .bearer_auth(&reader)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = json_of(
+        client
+            .get(server.url("/admin/api/destination-breakers"))
+            .bearer_auth(&reader),
+    )
+    .await;
     assert_eq!(listed[0]["route"], "partner", "{listed}");
     assert_eq!(listed[0]["state"], "open", "{listed}");
     let metrics = metrics_with(

@@ -10,7 +10,7 @@ use app::dto::{DeliveryStatus, Role};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::support::{wait_for, TestServer};
+use crate::support::{finish_routed_run, wait_for, TestServer};
 use herald::store::ports::OutboxStore;
 
 /// The aiosmtpd server of `smtp_server.py` as a child process.
@@ -144,27 +144,7 @@ async fn start(smtp: &SmtpServer) -> (TestServer, tempfile::NamedTempFile) {
 
 /// Creates a run routed to `mail` and finishes it; returns its id.
 async fn finished_run(server: &TestServer, token: &str, result: Value) -> String {
-    let client = reqwest::Client::new();
-    let run: Value = client
-        .post(server.url("/api/v1/runs"))
-        .bearer_auth(token)
-        .json(&json!({"type": "etl", "tenant": "acme", "routes": ["mail"]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = run["id"].as_str().expect("run id").to_string();
-    let resp = client
-        .post(server.url(&format!("/api/v1/runs/{id}/transitions")))
-        .bearer_auth(token)
-        .json(&json!({"to": "succeeded", "result": result}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    id
+    finish_routed_run(server, token, "mail", result).await
 }
 
 async fn status_of(server: &TestServer, event_id: &str) -> Option<DeliveryStatus> {

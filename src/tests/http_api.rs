@@ -5,7 +5,7 @@ use app::dto::Role;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::support::{location, TestServer, ADMIN_PASSWORD};
+use crate::support::{json_of, location, TestServer, ADMIN_PASSWORD};
 
 async fn sign_in(
     server: &TestServer,
@@ -29,14 +29,7 @@ async fn sign_in(
 async fn health_and_readiness_answer() {
     let server = TestServer::start().await;
     let client = reqwest::Client::new();
-    let health: Value = client
-        .get(server.url("/healthz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health: Value = json_of(client.get(server.url("/healthz"))).await;
     assert_eq!(health["status"], "ok");
     let ready = client.get(server.url("/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), StatusCode::OK);
@@ -112,29 +105,23 @@ async fn runs_are_created_listed_paged_and_redacted_by_role() {
         );
         ids.push(run["id"].as_str().unwrap().to_string());
     }
-    let detail: Value = client
-        .get(server.url(&format!("/api/v1/runs/{}", ids[0])))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let detail: Value = json_of(
+        client
+            .get(server.url(&format!("/api/v1/runs/{}", ids[0])))
+            .bearer_auth(&admin),
+    )
+    .await;
     assert_eq!(
         detail["callback_url"],
         "https://hooks.example.com/secret-path?key=s3cr3t"
     );
 
-    let page: Value = client
-        .get(server.url("/api/v1/runs?limit=2"))
-        .bearer_auth(&operator)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: Value = json_of(
+        client
+            .get(server.url("/api/v1/runs?limit=2"))
+            .bearer_auth(&operator),
+    )
+    .await;
     let first: Vec<&str> = page["runs"]
         .as_array()
         .unwrap()
@@ -143,28 +130,22 @@ async fn runs_are_created_listed_paged_and_redacted_by_role() {
         .collect();
     assert_eq!(first, vec![ids[2].as_str(), ids[1].as_str()]);
     let cursor = page["next_cursor"].as_str().expect("a next page");
-    let rest: Value = client
-        .get(server.url(&format!("/api/v1/runs?limit=2&after={cursor}")))
-        .bearer_auth(&operator)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let rest: Value = json_of(
+        client
+            .get(server.url(&format!("/api/v1/runs?limit=2&after={cursor}")))
+            .bearer_auth(&operator),
+    )
+    .await;
     assert_eq!(rest["runs"][0]["id"], ids[0].as_str());
     assert!(rest["next_cursor"].is_null());
     assert_eq!(rest["run_types"], json!(["etl", "report"]));
 
-    let etl: Value = client
-        .get(server.url("/api/v1/runs?type=etl&status=queued"))
-        .bearer_auth(&operator)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let etl: Value = json_of(
+        client
+            .get(server.url("/api/v1/runs?type=etl&status=queued"))
+            .bearer_auth(&operator),
+    )
+    .await;
     assert_eq!(etl["runs"].as_array().unwrap().len(), 2);
 
     let missing = client

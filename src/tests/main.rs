@@ -33,3 +33,4 @@ mod settle_outage;
 mod settle_replay;
 mod sign_in_abuse;
 mod store_contract;
+mod upkeep;

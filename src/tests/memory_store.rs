@@ -9,7 +9,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::support::{Receiver, TestDb, TestServer, ADMIN_PASSWORD};
+use crate::support::{json_of, Receiver, TestDb, TestServer, ADMIN_PASSWORD};
 
 const CALLBACK_SECRET: &str = "whsec_bWVtb3J5LXN0b3JlLWNhbGxiYWNrLXNlY3JldA==";
 
@@ -108,14 +108,7 @@ async fn memory_store_keeps_runs_and_sends_callbacks_best_effort() {
     let client = admin(&server).await;
 
     let id = create_run(&server, &client, &receiver.url()).await;
-    let listed: Value = client
-        .get(server.url("/api/v1/runs"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = json_of(client.get(server.url("/api/v1/runs"))).await;
     assert_eq!(listed["runs"][0]["id"], id.as_str(), "{listed}");
 
     let running = transition(&server, &client, &id, "running").await;

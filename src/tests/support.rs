@@ -619,9 +619,7 @@ pub async fn all_completed(store: &SqlStore, parent_id: &str) -> bool {
 /// Enqueues `events` in one producer transaction.
 pub async fn enqueue(store: &SqlStore, events: &[NewEvent]) {
     let mut tx = store.begin_write().await.unwrap();
-    for e in events {
-        store.enqueue_in(&mut tx, e).await.unwrap();
-    }
+    store.enqueue_all_in(&mut tx, events).await.unwrap();
     tx.commit().await.unwrap();
 }
 
@@ -723,4 +721,32 @@ pub async fn create_run_via_api(
     )
     .await;
     run["id"].as_str().expect("a created run").to_string()
+}
+
+/// Creates a run routed to `route` through the JSON API of `server` and moves it to
+/// `succeeded` with `result` (asserting a `200`); returns the run's id.
+pub async fn finish_routed_run(
+    server: &TestServer,
+    token: &str,
+    route: &str,
+    result: serde_json::Value,
+) -> String {
+    let client = reqwest::Client::new();
+    let run = json_of(
+        client
+            .post(server.url("/api/v1/runs"))
+            .bearer_auth(token)
+            .json(&serde_json::json!({"type": "etl", "tenant": "acme", "routes": [route]})),
+    )
+    .await;
+    let id = run["id"].as_str().expect("a created run").to_string();
+    let done = client
+        .post(server.url(&format!("/api/v1/runs/{id}/transitions")))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"to": "succeeded", "result": result}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(done.status(), reqwest::StatusCode::OK, "finishing run {id}");
+    id
 }

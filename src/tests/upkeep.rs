@@ -1,0 +1,119 @@
+//! Keeping PostgreSQL's hot tables small (`store::upkeep`, issue 9 item 3), on a
+//! real server: once churn leaves enough dead rows, maintenance vacuums and
+//! analyzes the table (whether or not autovacuum is on), one node at a time; below
+//! the threshold, and on the other engines, it does nothing.
+
+use std::time::Duration;
+
+use herald::outbox::model::{NewEvent, Source};
+use herald::store::ports::OutboxStore;
+use herald::store::{Engine, SqlStore};
+use sqlx::{Connection, Executor};
+
+use crate::support::{enqueue, wait_for, TestDb};
+
+fn event(i: usize) -> NewEvent {
+    NewEvent {
+        event_id: format!("churn-{i}"),
+        source: Source::Jobs,
+        kind: "test".into(),
+        parent_type: "run".into(),
+        parent_id: "upkeep".into(),
+        payload: "{}".into(),
+        redeliverable: true,
+        max_attempts: 6,
+        delay_ms: 0,
+    }
+}
+
+async fn dead_rows(store: &SqlStore) -> i64 {
+    sqlx::query_scalar::<_, i64>(
+        "SELECT CAST(n_dead_tup AS BIGINT) FROM pg_stat_user_tables WHERE relname = 'outbox_events'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap()
+}
+
+async fn vacuums(store: &SqlStore) -> i64 {
+    sqlx::query_scalar::<_, i64>(
+        "SELECT CAST(vacuum_count AS BIGINT) FROM pg_stat_user_tables WHERE relname = 'outbox_events'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn churned_outbox_is_vacuumed_once_by_one_node_and_not_below_the_threshold() {
+    let db = TestDb::new(Engine::Postgres).await;
+    let store = db.store().await;
+    let events: Vec<NewEvent> = (0..12_000).map(event).collect();
+    enqueue(&store, &events).await;
+    // Below the threshold (no dead rows yet): nothing to do.
+    assert!(store.tidy_hot_tables().await.unwrap().is_empty());
+
+    // Every event rewritten once, as a claim would: 12,000 dead rows.
+    store
+        .pool()
+        .execute("UPDATE outbox_events SET updated_at = updated_at + 1")
+        .await
+        .unwrap();
+    wait_for(
+        "the statistics to count the dead rows",
+        Duration::from_secs(20),
+        async || dead_rows(&store).await >= 12_000,
+    )
+    .await;
+
+    // Another node holds the table's vacuum lock: this one skips it.
+    let mut other = sqlx::AnyConnection::connect(&db.url).await.unwrap();
+    other
+        .execute("SELECT pg_advisory_lock(hashtext('herald:vacuum:outbox_events'))")
+        .await
+        .unwrap();
+    let skipped = store.tidy_hot_tables().await.unwrap();
+    assert!(
+        skipped.iter().all(|t| t.table != "outbox_events"),
+        "vacuumed while another node held the lock: {skipped:?}"
+    );
+    other
+        .execute("SELECT pg_advisory_unlock(hashtext('herald:vacuum:outbox_events'))")
+        .await
+        .unwrap();
+    other.close().await.unwrap();
+
+    let tidied = store.tidy_hot_tables().await.unwrap();
+    let outbox = tidied
+        .iter()
+        .find(|t| t.table == "outbox_events")
+        .expect("the churned outbox was vacuumed");
+    assert!(outbox.dead_rows >= 12_000, "{outbox:?}");
+    wait_for(
+        "the vacuum to show in the statistics",
+        Duration::from_secs(20),
+        async || vacuums(&store).await >= 1 && dead_rows(&store).await < 1_000,
+    )
+    .await;
+    // Clean now: the next pass leaves it alone.
+    let again = store.tidy_hot_tables().await.unwrap();
+    assert!(
+        again.iter().all(|t| t.table != "outbox_events"),
+        "{again:?}"
+    );
+    store.close().await;
+    db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn engines_that_clean_up_by_themselves_are_left_alone() {
+    for engine in [Engine::Sqlite, Engine::MySql] {
+        let db = TestDb::new(engine).await;
+        let store = db.store().await;
+        let events: Vec<NewEvent> = (0..200).map(event).collect();
+        enqueue(&store, &events).await;
+        assert!(store.tidy_hot_tables().await.unwrap().is_empty());
+        store.close().await;
+        db.drop_db().await;
+    }
+}
