@@ -467,7 +467,7 @@ async fn measure(
     };
     latencies.sort_by(f64::total_cmp);
     if wall >= 120.0 {
-        print_minutes(&report, &arrivals);
+        print_minutes(&report, arrivals);
     }
     assert_eq!(
         arrivals.rejected.load(Ordering::Relaxed),
