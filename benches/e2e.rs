@@ -422,6 +422,7 @@ async fn measure(
     let runs = load.runs();
     let runs_text = runs.to_string();
     let ids_text = ids_path.to_str().unwrap();
+    let creating = Instant::now();
     run_client(&[
         "create",
         server.base.as_str(),
@@ -430,6 +431,12 @@ async fn measure(
         runs_text.as_str(),
         ids_text,
     ]);
+    eprintln!(
+        "{}: created {runs} runs in {:.1} s ({:.0}/s, not timed below)",
+        engine.name(),
+        creating.elapsed().as_secs_f64(),
+        runs as f64 / creating.elapsed().as_secs_f64()
+    );
     arrivals.reset();
 
     let (herald_cpu, receiver_cpu) = (cpu_time(&pid), cpu_time("self"));

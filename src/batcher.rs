@@ -20,6 +20,16 @@ pub struct BatchLimits {
     pub max_in_flight: usize,
 }
 
+impl BatchLimits {
+    /// For batches that are one write unit of the store: large enough that a
+    /// batch costs a few statements instead of a few per item; several at once so
+    /// the next fills while one commits.
+    pub const STORE_WRITES: BatchLimits = BatchLimits {
+        max_items: 256,
+        max_in_flight: 4,
+    };
+}
+
 /// The item's batch never answered: the handler panicked or the batcher stopped.
 #[derive(Debug, thiserror::Error)]
 #[error("the batch this request was part of ended without an answer")]

@@ -3,6 +3,7 @@
 
 pub mod accounts;
 pub mod approvals;
+pub mod creations;
 pub mod deliveries;
 pub mod destinations;
 pub mod error_class;

@@ -7,6 +7,7 @@ use app::dto::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::creations::{CreationOutcome, CreationWriter};
 use super::deliveries::DeliveryService;
 use super::transitions::{Moved, TransitionItem, TransitionOutcome, TransitionWriter};
 use super::{format_ms, parse_instant, require, ServiceError};
@@ -107,6 +108,8 @@ pub struct RunService {
     best_effort: Option<BestEffortSender>,
     /// Started on the first transition (`service::transitions`).
     transitions: Arc<OnceLock<Batcher<TransitionItem, TransitionOutcome>>>,
+    /// Started on the first creation (`service::creations`).
+    creations: Arc<OnceLock<Batcher<NewRun, CreationOutcome>>>,
 }
 
 impl RunService {
@@ -127,7 +130,14 @@ impl RunService {
             max_result_bytes,
             best_effort: None,
             transitions: Arc::new(OnceLock::new()),
+            creations: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// The batcher creations go through.
+    fn creations(&self) -> &Batcher<NewRun, CreationOutcome> {
+        self.creations
+            .get_or_init(|| CreationWriter::new(self.repo.clone(), self.outbox.clone()).start())
     }
 
     /// The batcher transitions go through, started with this service's settings.
@@ -276,17 +286,12 @@ impl RunService {
                 format!("no delivery route is named {unknown:?}"),
             ));
         }
-        let repo = self.repo.clone();
+        // Batched with concurrent creations: one write unit for many.
         let run = self
-            .outbox
-            .write(move |tx| {
-                Box::pin(async move {
-                    repo.create_run_in(tx, new_run)
-                        .await
-                        .map_err(ServiceError::from)
-                })
-            })
-            .await?;
+            .creations()
+            .submit(new_run)
+            .await
+            .map_err(|lost| ServiceError::Internal(lost.to_string()))??;
         tracing::info!(run_id = %run.id, run_type = %run.run_type, by = %viewer.name, "run created");
         Ok(detail(run, viewer))
     }

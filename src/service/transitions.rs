@@ -17,11 +17,6 @@ use crate::outbox::Outbox;
 use crate::store::ports::{Run, RunRepository, WriteTx};
 use crate::store::StoreError;
 
-/// At most this many transitions share a batch.
-const MAX_BATCH: usize = 256;
-/// Batches written at once: while they commit, the next one fills.
-const BATCHES_IN_FLIGHT: usize = 4;
-
 /// One requested move, already validated.
 #[derive(Debug)]
 pub struct TransitionItem {
@@ -69,11 +64,7 @@ impl TransitionWriter {
 
     /// Starts the batcher that feeds this writer (needs a Tokio runtime).
     pub fn start(self) -> Batcher<TransitionItem, TransitionOutcome> {
-        let limits = BatchLimits {
-            max_items: MAX_BATCH,
-            max_in_flight: BATCHES_IN_FLIGHT,
-        };
-        Batcher::start(limits, move |items| {
+        Batcher::start(BatchLimits::STORE_WRITES, move |items| {
             let writer = self.clone();
             Box::pin(async move { writer.write_batch(items).await })
         })

@@ -94,6 +94,13 @@ pub trait RunRepository: Send + Sync {
     async fn create_run(&self, run: NewRun) -> Result<Run, StoreError>;
     /// Creates a run inside `tx` (with its type in `run_types`).
     async fn create_run_in(&self, tx: &mut WriteTx, run: NewRun) -> Result<Run, StoreError>;
+    /// Creates every run of `runs` inside `tx` in a few statements; returns them
+    /// in the same order.
+    async fn create_runs_in(
+        &self,
+        tx: &mut WriteTx,
+        runs: &[NewRun],
+    ) -> Result<Vec<Run>, StoreError>;
     async fn get_run(&self, id: &str) -> Result<Option<Run>, StoreError>;
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>, StoreError>;
     async fn run_types(&self) -> Result<Vec<String>, StoreError>;

@@ -4,7 +4,7 @@ use app::dto::RunStatus;
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
 
-use super::engine::{padded, placeholders};
+use super::engine::{padded, padded_len, placeholders};
 use super::ports::{NewRun, Run, RunFilter, RunRepository, WriteTx};
 use super::row::{int, opt_text, text};
 use super::{SqlStore, StoreError};
@@ -43,7 +43,59 @@ impl Updated {
     }
 }
 
+/// Most runs one `INSERT` carries.
+const MAX_CREATE_ROWS: usize = 128;
+
+/// The largest power of two that is at most `n` and at most `cap`.
+fn power_of_two_at_most(n: usize, cap: usize) -> usize {
+    let n = n.min(cap).max(1);
+    1 << (usize::BITS - 1 - n.leading_zeros())
+}
+
 impl SqlStore {
+    /// Records the run types of `runs` that are new. The runs and their types
+    /// commit together, so the type list (the console's filter) never needs to
+    /// scan the runs. Known types are only read, so runs of one type do not queue
+    /// on its row lock.
+    async fn add_run_types(&self, tx: &mut WriteTx, runs: &[NewRun]) -> Result<(), StoreError> {
+        let mut types: Vec<&str> = runs.iter().map(|r| r.run_type.as_str()).collect();
+        types.sort_unstable();
+        types.dedup();
+        let sql = format!(
+            "SELECT run_type FROM run_types WHERE run_type IN ({})",
+            placeholders(padded_len(types.len()))
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        for run_type in padded(&types) {
+            query = query.bind(*run_type);
+        }
+        let known = query.fetch_all(&mut **tx).await?;
+        let known: Vec<String> = known
+            .iter()
+            .map(|row| text(row, "run_type"))
+            .collect::<Result<_, _>>()?;
+        let new: Vec<&str> = types
+            .into_iter()
+            .filter(|t| !known.iter().any(|k| k == t))
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let sql = format!(
+            "INSERT INTO run_types (run_type) VALUES {} {}",
+            vec!["(?)"; padded_len(new.len())].join(", "),
+            self.engine.insert_if_absent_tail("run_type")
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        for run_type in padded(&new) {
+            query = query.bind(*run_type);
+        }
+        query.execute(&mut **tx).await?;
+        Ok(())
+    }
+
     /// `UPDATE runs` of every run in `moves` that stands in one of `from`, each
     /// with its own result; the state test is part of the update, so it is decided
     /// under the rows' write locks. Padded to a power of two (repeats of the last
@@ -102,49 +154,83 @@ impl RunRepository for SqlStore {
     }
 
     async fn create_run_in(&self, tx: &mut WriteTx, run: NewRun) -> Result<Run, StoreError> {
-        let id = uuid::Uuid::now_v7().to_string();
-        let now = self.engine.now_ms();
-        let sql = format!(
-            "INSERT INTO runs (id, run_type, tenant, status, callback_url, routes, transition_seq, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, 0, {now}, {now})"
-        );
-        // The run and its type commit together, so the type list (the console's
-        // filter) never needs to scan the runs. A known type is only read, so runs of
-        // one type do not queue on its row lock.
-        let known = sqlx::query(
-            &self
-                .engine
-                .sql("SELECT run_type FROM run_types WHERE run_type = ?"),
-        )
-        .bind(&run.run_type)
-        .fetch_optional(&mut **tx)
-        .await?
-        .is_some();
-        if !known {
-            let type_sql = format!(
-                "INSERT INTO run_types (run_type) VALUES (?) {}",
-                self.engine.insert_if_absent_tail("run_type")
-            );
-            sqlx::query(&self.engine.sql(&type_sql))
-                .bind(&run.run_type)
-                .execute(&mut **tx)
-                .await?;
+        let mut created = self.create_runs_in(tx, std::slice::from_ref(&run)).await?;
+        created
+            .pop()
+            .ok_or_else(|| StoreError::Corrupt("a created run vanished".into()))
+    }
+
+    async fn create_runs_in(
+        &self,
+        tx: &mut WriteTx,
+        runs: &[NewRun],
+    ) -> Result<Vec<Run>, StoreError> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
         }
-        sqlx::query(&self.engine.sql(&sql))
-            .bind(&id)
-            .bind(&run.run_type)
-            .bind(&run.tenant)
-            .bind(RunStatus::Queued.as_str())
-            .bind(&run.callback_url)
-            .bind(serde_json::to_string(&run.routes).unwrap_or_else(|_| "[]".into()))
-            .execute(&mut **tx)
-            .await?;
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?");
-        let row = sqlx::query(&self.engine.sql(&sql))
-            .bind(&id)
-            .fetch_one(&mut **tx)
-            .await?;
-        run_from_row(&row)
+        self.add_run_types(tx, runs).await?;
+        let ids: Vec<String> = runs
+            .iter()
+            .map(|_| uuid::Uuid::now_v7().to_string())
+            .collect();
+        let now = self.engine.now_ms();
+        let row = format!("(?, ?, ?, ?, ?, ?, 0, {now}, {now})");
+        let mut created: Vec<Run> = Vec::with_capacity(runs.len());
+        let mut start = 0;
+        while start < runs.len() {
+            // Chunks of a power of two (largest first), so the statement's shapes
+            // are few and stay prepared; ids are new, so nothing can be padded.
+            let size = power_of_two_at_most(runs.len() - start, MAX_CREATE_ROWS);
+            let (chunk, chunk_ids) = (&runs[start..start + size], &ids[start..start + size]);
+            let mut sql = format!(
+                "INSERT INTO runs (id, run_type, tenant, status, callback_url, routes, transition_seq, created_at, updated_at) \
+                 VALUES {}",
+                vec![row.as_str(); size].join(", ")
+            );
+            if self.engine.has_returning() {
+                sql.push_str(&format!(" RETURNING {RUN_COLUMNS}"));
+            }
+            let sql = self.engine.sql(&sql);
+            let mut query = sqlx::query(&sql);
+            for (run, id) in chunk.iter().zip(chunk_ids) {
+                query = query
+                    .bind(id)
+                    .bind(&run.run_type)
+                    .bind(&run.tenant)
+                    .bind(RunStatus::Queued.as_str())
+                    .bind(&run.callback_url)
+                    .bind(serde_json::to_string(&run.routes).unwrap_or_else(|_| "[]".into()));
+            }
+            let rows = if self.engine.has_returning() {
+                query.fetch_all(&mut **tx).await?
+            } else {
+                query.execute(&mut **tx).await?;
+                let sql = format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE id IN ({})",
+                    placeholders(size)
+                );
+                let sql = self.engine.sql(&sql);
+                let mut read = sqlx::query(&sql);
+                for id in chunk_ids {
+                    read = read.bind(id);
+                }
+                read.fetch_all(&mut **tx).await?
+            };
+            for row in &rows {
+                created.push(run_from_row(row)?);
+            }
+            start += size;
+        }
+        // In the callers' order.
+        let mut ordered = Vec::with_capacity(ids.len());
+        for id in &ids {
+            let at = created
+                .iter()
+                .position(|run| &run.id == id)
+                .ok_or_else(|| StoreError::Corrupt(format!("created run {id} not read back")))?;
+            ordered.push(created.swap_remove(at));
+        }
+        Ok(ordered)
     }
 
     async fn get_run(&self, id: &str) -> Result<Option<Run>, StoreError> {

@@ -27,6 +27,7 @@ crate::contract_tests!(
     a_failing_enqueue_rolls_the_transition_back,
     a_claim_with_only_a_default_lease_uses_it,
     concurrent_transitions_batched_together_answer_as_if_alone,
+    concurrent_creations_batched_together_each_get_their_own_run,
 );
 
 fn event(id: &str, redeliverable: bool, max_attempts: u32) -> NewEvent {
@@ -477,5 +478,45 @@ async fn concurrent_transitions_batched_together_answer_as_if_alone(db: &TestDb)
         let events = store.events_for_parent("run", run).await.unwrap();
         assert_eq!(events.len(), 1, "{run}: one set of events");
     }
+    store.close().await;
+}
+
+/// Many creations at once share batches (`service::creations`), several of them
+/// of types nobody has used yet: each caller gets its own run as it asked for it,
+/// and each type is listed once.
+async fn concurrent_creations_batched_together_each_get_their_own_run(db: &TestDb) {
+    let store = db.store().await;
+    let service = run_service(db, &store);
+    let mut creators = tokio::task::JoinSet::new();
+    for i in 0..150usize {
+        let service = service.clone();
+        creators.spawn(async move {
+            let input = herald::service::runs::CreateRun {
+                run_type: format!("type-{}", i % 7),
+                tenant: format!("tenant-{i}"),
+                callback_url: Some(format!("https://receiver.example/hook/{i}")),
+                routes: Vec::new(),
+            };
+            (i, service.create(Some(&operator()), input).await)
+        });
+    }
+    let mut ids = std::collections::HashSet::new();
+    while let Some(joined) = creators.join_next().await {
+        let (i, created) = joined.unwrap();
+        let run = created.unwrap_or_else(|e| panic!("creation {i}: {e:?}"));
+        assert_eq!(run.run_type, format!("type-{}", i % 7));
+        assert_eq!(run.tenant, format!("tenant-{i}"));
+        assert_eq!(run.status, RunStatus::Queued);
+        let stored = store.get_run(&run.id).await.unwrap().expect("stored");
+        assert_eq!(stored.tenant, format!("tenant-{i}"), "its own row");
+        assert_eq!(
+            stored.callback_url.as_deref(),
+            Some(format!("https://receiver.example/hook/{i}").as_str())
+        );
+        assert!(ids.insert(run.id), "a fresh id each");
+    }
+    let types = store.run_types().await.unwrap();
+    let expected: Vec<String> = (0..7).map(|t| format!("type-{t}")).collect();
+    assert_eq!(types, expected, "each type listed once");
     store.close().await;
 }
