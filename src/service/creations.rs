@@ -9,6 +9,7 @@ use super::ServiceError;
 use crate::batcher::{BatchLimits, Batcher};
 use crate::outbox::Outbox;
 use crate::store::ports::{NewRun, Run, RunRepository};
+use crate::store::{StoreError, StoreFault};
 
 pub type CreationOutcome = Result<Run, ServiceError>;
 
@@ -34,23 +35,35 @@ impl CreationWriter {
 
     async fn write_batch(self, runs: Vec<NewRun>) -> Vec<CreationOutcome> {
         let n = runs.len();
-        let repo = self.repo.clone();
-        let created = self
-            .outbox
-            .write(move |tx| {
-                Box::pin(async move {
-                    repo.create_runs_in(tx, &runs)
-                        .await
-                        .map_err(ServiceError::from)
-                })
-            })
-            .await;
-        match created {
-            Ok(runs) if runs.len() == n => runs.into_iter().map(Ok).collect(),
+        match self.write_unit(runs.clone()).await {
+            Ok(created) if created.len() == n => created.into_iter().map(Ok).collect(),
             Ok(_) => (0..n)
                 .map(|_| Err(ServiceError::Internal("a created run was lost".into())))
                 .collect(),
-            Err(err) => (0..n).map(|_| Err(err.clone())).collect(),
+            // A lost race is about one row: each creation is tried again alone.
+            Err(err) if n > 1 && err.fault() == StoreFault::Conflict => {
+                let mut outcomes = Vec::with_capacity(n);
+                for run in runs {
+                    outcomes.push(match self.write_unit(vec![run]).await {
+                        Ok(mut one) => one
+                            .pop()
+                            .ok_or_else(|| ServiceError::Internal("a created run was lost".into())),
+                        Err(err) => Err(err.into()),
+                    });
+                }
+                outcomes
+            }
+            Err(err) => {
+                let err = ServiceError::from(err);
+                (0..n).map(|_| Err(err.clone())).collect()
+            }
         }
+    }
+
+    async fn write_unit(&self, runs: Vec<NewRun>) -> Result<Vec<Run>, StoreError> {
+        let repo = self.repo.clone();
+        self.outbox
+            .write(move |tx| Box::pin(async move { repo.create_runs_in(tx, &runs).await }))
+            .await
     }
 }

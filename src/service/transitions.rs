@@ -15,10 +15,10 @@ use crate::notifications::NotificationPlanner;
 use crate::outbox::model::NewEvent;
 use crate::outbox::Outbox;
 use crate::store::ports::{Run, RunRepository, WriteTx};
-use crate::store::StoreError;
+use crate::store::{StoreError, StoreFault};
 
 /// One requested move, already validated.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct TransitionItem {
     pub run_id: String,
     pub to: RunStatus,
@@ -75,18 +75,38 @@ impl TransitionWriter {
     /// repeat) is its alone.
     async fn write_batch(self, items: Vec<TransitionItem>) -> Vec<TransitionOutcome> {
         let n = items.len();
-        let writer = self.clone();
-        let written = self
-            .outbox
-            .write(move |tx| Box::pin(async move { writer.write_in(tx, items).await }))
-            .await;
-        match written {
+        match self.write_unit(items.clone()).await {
             Ok(outcomes) => outcomes,
+            // A lost race (deadlock, serialization failure, a Galera certification
+            // conflict) is about one row, not the batch: each item is tried again
+            // alone, so one contested run does not fail its neighbours.
+            Err(err) if n > 1 && err.fault() == StoreFault::Conflict => {
+                let mut outcomes = Vec::with_capacity(n);
+                for item in items {
+                    outcomes.push(match self.write_unit(vec![item]).await {
+                        Ok(mut one) => one.pop().unwrap_or_else(|| {
+                            Err(ServiceError::Internal("a transition was skipped".into()))
+                        }),
+                        Err(err) => Err(err.into()),
+                    });
+                }
+                outcomes
+            }
             Err(err) => {
                 let err = ServiceError::from(err);
                 (0..n).map(|_| Err(err.clone())).collect()
             }
         }
+    }
+
+    async fn write_unit(
+        &self,
+        items: Vec<TransitionItem>,
+    ) -> Result<Vec<TransitionOutcome>, StoreError> {
+        let writer = self.clone();
+        self.outbox
+            .write(move |tx| Box::pin(async move { writer.write_in(tx, items).await }))
+            .await
     }
 
     async fn write_in(

@@ -520,3 +520,73 @@ async fn concurrent_creations_batched_together_each_get_their_own_run(db: &TestD
     assert_eq!(types, expected, "each type listed once");
     store.close().await;
 }
+
+/// A lost race on one run (here a real trigger raising PostgreSQL's
+/// serialization failure for it) fails that run's transition alone: the batch it
+/// shared is tried again item by item, and its neighbours still move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_conflict_on_one_run_does_not_fail_its_batch_neighbours() {
+    let db = TestDb::new(Engine::Postgres).await;
+    let store = db.store().await;
+    let service = run_service(&db, &store);
+    let mut runs = Vec::new();
+    for _ in 0..40 {
+        runs.push(running_run_with_a_callback(&store, &service).await);
+    }
+    let contested = runs[7].clone();
+    for sql in [
+        "CREATE FUNCTION lose_race() RETURNS trigger AS $$ BEGIN \
+         RAISE EXCEPTION 'injected lost race' USING ERRCODE = '40001'; END $$ LANGUAGE plpgsql"
+            .to_string(),
+        format!(
+            "CREATE TRIGGER lose_race BEFORE UPDATE ON runs FOR EACH ROW \
+             WHEN (OLD.id = '{contested}') EXECUTE FUNCTION lose_race()"
+        ),
+    ] {
+        store
+            .pool()
+            .execute(sql.as_str())
+            .await
+            .expect("install the fault");
+    }
+    let mut movers = tokio::task::JoinSet::new();
+    for run in runs.clone() {
+        let service = service.clone();
+        movers.spawn(async move {
+            let request = TransitionRequest {
+                to: RunStatus::Succeeded,
+                result: None,
+            };
+            (
+                run.clone(),
+                service.transition(Some(&operator()), &run, request).await,
+            )
+        });
+    }
+    while let Some(joined) = movers.join_next().await {
+        match joined.unwrap() {
+            (run, Err(ServiceError::Unavailable(message))) if run == contested => {
+                assert!(message.contains("conflict"), "{message}");
+            }
+            (run, outcome) if run == contested => panic!("the contested run: {outcome:?}"),
+            (run, Ok(response)) => assert_eq!(response.run.status, RunStatus::Succeeded, "{run}"),
+            (run, Err(err)) => panic!("{run} failed with its neighbour: {err:?}"),
+        }
+    }
+    for run in &runs {
+        let stored = store.get_run(run).await.unwrap().unwrap();
+        let events = store.events_for_parent("run", run).await.unwrap();
+        if *run == contested {
+            assert_eq!(stored.status, RunStatus::Running);
+            assert!(
+                events.is_empty(),
+                "no events for a move that did not happen"
+            );
+        } else {
+            assert_eq!(stored.status, RunStatus::Succeeded);
+            assert_eq!(events.len(), 1);
+        }
+    }
+    store.close().await;
+    db.drop_db().await;
+}
