@@ -1,15 +1,16 @@
 //! What a run creation writes (issue 9): concurrent creations are batched into
 //! one write unit — their new run types in one statement, the runs in a few
 //! multi-row inserts — so a batch of a hundred shares one commit. Each caller
-//! gets its own run; a store failure fails every creation of the batch.
+//! gets its own run; a store failure fails every creation of the batch (a lost
+//! race only the contested one).
 
 use std::sync::Arc;
 
-use super::ServiceError;
+use super::{write_batched, ServiceError};
 use crate::batcher::{BatchLimits, Batcher};
 use crate::outbox::Outbox;
 use crate::store::ports::{NewRun, Run, RunRepository};
-use crate::store::{StoreError, StoreFault};
+use crate::store::StoreError;
 
 pub type CreationOutcome = Result<Run, ServiceError>;
 
@@ -33,37 +34,17 @@ impl CreationWriter {
         })
     }
 
+    /// One write unit for the whole batch (`service::write_batched`).
     async fn write_batch(self, runs: Vec<NewRun>) -> Vec<CreationOutcome> {
-        let n = runs.len();
-        match self.write_unit(runs.clone()).await {
-            Ok(created) if created.len() == n => created.into_iter().map(Ok).collect(),
-            Ok(_) => (0..n)
-                .map(|_| Err(ServiceError::Internal("a created run was lost".into())))
-                .collect(),
-            // A lost race is about one row: each creation is tried again alone.
-            Err(err) if n > 1 && err.fault() == StoreFault::Conflict => {
-                let mut outcomes = Vec::with_capacity(n);
-                for run in runs {
-                    outcomes.push(match self.write_unit(vec![run]).await {
-                        Ok(mut one) => one
-                            .pop()
-                            .ok_or_else(|| ServiceError::Internal("a created run was lost".into())),
-                        Err(err) => Err(err.into()),
-                    });
-                }
-                outcomes
-            }
-            Err(err) => {
-                let err = ServiceError::from(err);
-                (0..n).map(|_| Err(err.clone())).collect()
-            }
-        }
+        write_batched(runs, |runs| self.write_unit(runs)).await
     }
 
-    async fn write_unit(&self, runs: Vec<NewRun>) -> Result<Vec<Run>, StoreError> {
+    async fn write_unit(&self, runs: Vec<NewRun>) -> Result<Vec<CreationOutcome>, StoreError> {
         let repo = self.repo.clone();
-        self.outbox
+        let created = self
+            .outbox
             .write(move |tx| Box::pin(async move { repo.create_runs_in(tx, &runs).await }))
-            .await
+            .await?;
+        Ok(created.into_iter().map(Ok).collect())
     }
 }

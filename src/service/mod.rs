@@ -88,6 +88,55 @@ impl ServiceError {
     }
 }
 
+/// Writes a batch through `write`, one store write unit that answers each item in
+/// order. A lost race (`StoreFault::Conflict`: a deadlock, a serialization
+/// failure, a Galera certification conflict) is about one row, not the batch:
+/// each item is then written again alone, so one contested item does not fail its
+/// neighbours. Any other store failure fails every item (none was acknowledged).
+pub(crate) async fn write_batched<I, O, F, Fut>(
+    items: Vec<I>,
+    write: F,
+) -> Vec<Result<O, ServiceError>>
+where
+    I: Clone,
+    F: Fn(Vec<I>) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<Result<O, ServiceError>>, StoreError>>,
+{
+    fn answered<O>(
+        outputs: Vec<Result<O, ServiceError>>,
+        n: usize,
+    ) -> Vec<Result<O, ServiceError>> {
+        if outputs.len() == n {
+            return outputs;
+        }
+        (0..n)
+            .map(|_| {
+                Err(ServiceError::Internal(
+                    "a batch item went unanswered".into(),
+                ))
+            })
+            .collect()
+    }
+    let n = items.len();
+    match write(items.clone()).await {
+        Ok(outputs) => answered(outputs, n),
+        Err(err) if n > 1 && err.fault() == StoreFault::Conflict => {
+            let mut outputs = Vec::with_capacity(n);
+            for item in items {
+                outputs.extend(match write(vec![item]).await {
+                    Ok(one) => answered(one, 1),
+                    Err(err) => vec![Err(err.into())],
+                });
+            }
+            outputs
+        }
+        Err(err) => {
+            let err = ServiceError::from(err);
+            (0..n).map(|_| Err(err.clone())).collect()
+        }
+    }
+}
+
 /// The one permission gate: returns the viewer when allowed.
 pub fn require(viewer: Option<&Viewer>, permission: Permission) -> Result<&Viewer, ServiceError> {
     let viewer = viewer.ok_or(ServiceError::Unauthenticated)?;

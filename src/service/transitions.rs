@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use app::dto::RunStatus;
 
-use super::ServiceError;
+use super::{write_batched, ServiceError};
 use crate::batcher::{BatchLimits, Batcher};
 use crate::notifications::NotificationPlanner;
 use crate::outbox::model::NewEvent;
 use crate::outbox::Outbox;
 use crate::store::ports::{Run, RunRepository, WriteTx};
-use crate::store::{StoreError, StoreFault};
+use crate::store::StoreError;
 
 /// One requested move, already validated.
 #[derive(Clone, Debug)]
@@ -70,33 +70,10 @@ impl TransitionWriter {
         })
     }
 
-    /// One write unit for the whole batch: a failure of the store fails every
-    /// item (none is acknowledged); an item's own verdict (missing, illegal, a
-    /// repeat) is its alone.
+    /// One write unit for the whole batch (`service::write_batched`): an item's
+    /// own verdict (missing, illegal, a repeat) is its alone.
     async fn write_batch(self, items: Vec<TransitionItem>) -> Vec<TransitionOutcome> {
-        let n = items.len();
-        match self.write_unit(items.clone()).await {
-            Ok(outcomes) => outcomes,
-            // A lost race (deadlock, serialization failure, a Galera certification
-            // conflict) is about one row, not the batch: each item is tried again
-            // alone, so one contested run does not fail its neighbours.
-            Err(err) if n > 1 && err.fault() == StoreFault::Conflict => {
-                let mut outcomes = Vec::with_capacity(n);
-                for item in items {
-                    outcomes.push(match self.write_unit(vec![item]).await {
-                        Ok(mut one) => one.pop().unwrap_or_else(|| {
-                            Err(ServiceError::Internal("a transition was skipped".into()))
-                        }),
-                        Err(err) => Err(err.into()),
-                    });
-                }
-                outcomes
-            }
-            Err(err) => {
-                let err = ServiceError::from(err);
-                (0..n).map(|_| Err(err.clone())).collect()
-            }
-        }
+        write_batched(items, |items| self.write_unit(items)).await
     }
 
     async fn write_unit(

@@ -37,12 +37,6 @@ struct Updated {
     changed: u64,
 }
 
-impl Updated {
-    fn rows_affected(&self) -> u64 {
-        self.changed
-    }
-}
-
 /// Most runs one `INSERT` carries.
 const MAX_CREATE_ROWS: usize = 128;
 
@@ -394,12 +388,7 @@ impl RunRepository for SqlStore {
             // after it sees the run as moved.
             let mut moved = Vec::new();
             for one in moves {
-                if self
-                    .update_runs_from(tx, &[one], from, to)
-                    .await?
-                    .rows_affected()
-                    == 1
-                {
+                if self.update_runs_from(tx, &[one], from, to).await?.changed == 1 {
                     moved.extend(self.lock_run(tx, &one.0).await?);
                 }
             }

@@ -4,10 +4,10 @@
 //! `runs`; PostgreSQL leaves the old versions, and their index entries, until a
 //! VACUUM removes them, and plans from statistics only ANALYZE refreshes.
 //! Autovacuum does both, if it is on and in time: on a server where it is off
-//! (as on this project's test machine), a backlog of 150,000 events after an
-//! hour's churn made each claim read 430,000 dead index entries and 38,000 heap
-//! pages (240 ms) through a plan chosen from empty statistics, and delivery fell
-//! to ~40 events/s (docs/BENCHMARKS.md). So maintenance vacuums them itself once
+//! (as on this project's test machine), a backlog of 157,000 events after five
+//! minutes of churn made each claim read 430,000 dead index entries and 38,000
+//! heap pages (240 ms) through a plan chosen from empty statistics, and delivery
+//! fell to 625 events/s of 1,500 offered (docs/BENCHMARKS.md). So maintenance vacuums them itself once
 //! dead rows pass a threshold, one node at a time (an advisory lock).
 
 use std::time::Instant;

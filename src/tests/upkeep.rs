@@ -26,22 +26,23 @@ fn event(i: usize) -> NewEvent {
     }
 }
 
+/// A counter of `outbox_events` from `pg_stat_user_tables`.
+async fn outbox_stat(store: &SqlStore, column: &str) -> i64 {
+    let sql = format!(
+        "SELECT CAST({column} AS BIGINT) FROM pg_stat_user_tables WHERE relname = 'outbox_events'"
+    );
+    sqlx::query_scalar::<_, i64>(&sql)
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+}
+
 async fn dead_rows(store: &SqlStore) -> i64 {
-    sqlx::query_scalar::<_, i64>(
-        "SELECT CAST(n_dead_tup AS BIGINT) FROM pg_stat_user_tables WHERE relname = 'outbox_events'",
-    )
-    .fetch_one(store.pool())
-    .await
-    .unwrap()
+    outbox_stat(store, "n_dead_tup").await
 }
 
 async fn vacuums(store: &SqlStore) -> i64 {
-    sqlx::query_scalar::<_, i64>(
-        "SELECT CAST(vacuum_count AS BIGINT) FROM pg_stat_user_tables WHERE relname = 'outbox_events'",
-    )
-    .fetch_one(store.pool())
-    .await
-    .unwrap()
+    outbox_stat(store, "vacuum_count").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
