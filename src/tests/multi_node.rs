@@ -358,7 +358,11 @@ async fn a_skewed_node_never_steals_a_live_lease(skew_ms: i64) {
         .map(|i| callback(&format!("held-{i}"), &receiver.url()))
         .collect();
     enqueue(&store, &held).await;
-    let honest = Node::start(&db.url, None, "2", &[]).await;
+    // Claims of 16 (the destination's in-flight cap): a node at the cap leaves the
+    // destination's other events to the other node, so both share the work below
+    // (one default-sized claim could take all 200 at once).
+    let small_claims = ("HERALD_WORKER_BATCH_SIZE", "16");
+    let honest = Node::start(&db.url, None, "2", &[small_claims]).await;
     wait_for(
         "the honest node to be sending all 8",
         Duration::from_secs(30),
@@ -366,7 +370,13 @@ async fn a_skewed_node_never_steals_a_live_lease(skew_ms: i64) {
     )
     .await;
     let skew = skew_ms.to_string();
-    let skewed = Node::start(&db.url, None, "2", &[(herald::clock::TEST_SKEW_ENV, &skew)]).await;
+    let skewed = Node::start(
+        &db.url,
+        None,
+        "2",
+        &[small_claims, (herald::clock::TEST_SKEW_ENV, &skew)],
+    )
+    .await;
     wait_for(
         "the held events to complete",
         Duration::from_secs(30),
