@@ -125,9 +125,12 @@ async fn three_nodes_on_one_postgres_deliver_every_event_through_a_node_sigkill(
     receiver.verify_with("hook", CALLBACK_SECRET);
     // Each delivery takes a moment, so a killed node dies with sends in flight.
     receiver.set_hold(Duration::from_millis(40));
+    // Claims of 16 (the destination's in-flight cap), so every node holds some of
+    // the one destination's work when the kill lands (one default-sized claim could
+    // take everything due).
     let mut nodes = Vec::new();
     for _ in 0..3 {
-        nodes.push(Node::start(&db.url, None, "3", &[]).await);
+        nodes.push(Node::start(&db.url, None, "3", &[("HERALD_WORKER_BATCH_SIZE", "16")]).await);
     }
     let api = Api::new(nodes.iter().map(|n| n.base.clone()).collect(), token);
     let started = Instant::now();
