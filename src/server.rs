@@ -55,19 +55,23 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
-    run(listener, settings, shutdown_signal()).await
+    let first_admin_password = std::env::var(ADMIN_PASSWORD_ENV).ok();
+    run(listener, settings, first_admin_password, shutdown_signal()).await
 }
 
 /// Serves on `listener` until `shutdown` resolves, then stops claiming work, drains
-/// what was accepted (up to the drain deadline) and returns.
+/// what was accepted (up to the drain deadline) and returns. On an empty store the
+/// first admin gets `first_admin_password` (`HERALD_ADMIN_PASSWORD` for `serve`),
+/// or a generated one printed once.
 pub async fn run(
     listener: tokio::net::TcpListener,
     settings: Settings,
+    first_admin_password: Option<String>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let store = open_store(&settings).await?;
     let accounts = account_service(&store, &settings);
-    ensure_first_admin(&accounts).await?;
+    ensure_first_admin(&accounts, first_admin_password).await?;
 
     let leptos = LeptosOptions::builder()
         .output_name("herald")
@@ -171,14 +175,17 @@ pub async fn run(
     Ok(())
 }
 
-/// On first start (no users), creates `admin` with the password from
-/// `HERALD_ADMIN_PASSWORD`, or a generated one printed once.
-async fn ensure_first_admin(accounts: &AccountService) -> anyhow::Result<()> {
+/// On first start (no users), creates `admin` with `password` (from
+/// `HERALD_ADMIN_PASSWORD`), or a generated one printed once.
+async fn ensure_first_admin(
+    accounts: &AccountService,
+    password: Option<String>,
+) -> anyhow::Result<()> {
     if accounts.user_count().await? > 0 {
         return Ok(());
     }
-    let (password, generated) = match std::env::var(ADMIN_PASSWORD_ENV) {
-        Ok(password) if !password.is_empty() => (password, false),
+    let (password, generated) = match password {
+        Some(password) if !password.is_empty() => (password, false),
         _ => (generate_password(), true),
     };
     match accounts

@@ -23,6 +23,14 @@ const HOT_TABLES: [&str; 2] = ["outbox_events", "runs"];
 const DEAD_ROWS_FLOOR: i64 = 10_000;
 const DEAD_ROWS_SHARE: i64 = 10;
 
+/// Whether a table with these statistics (dead rows, live rows, rows changed since
+/// the last ANALYZE) is due a `VACUUM (ANALYZE)`: either count past the floor plus a
+/// tenth of the live rows, as autovacuum's own default trigger.
+fn needs_tidy(dead: i64, live: i64, changed: i64) -> bool {
+    let threshold = DEAD_ROWS_FLOOR + live / DEAD_ROWS_SHARE;
+    dead >= threshold || changed >= threshold
+}
+
 impl SqlStore {
     pub(super) async fn tidy_postgres(&self) -> Result<Vec<TableTidied>, StoreError> {
         let mut tidied = Vec::new();
@@ -41,8 +49,7 @@ impl SqlStore {
                 int(&row, "live")?,
                 int(&row, "changed")?,
             );
-            let threshold = DEAD_ROWS_FLOOR + live / DEAD_ROWS_SHARE;
-            if dead < threshold && changed < threshold {
+            if !needs_tidy(dead, live, changed) {
                 continue;
             }
             // VACUUM cannot run in a transaction; the advisory lock is held by
@@ -72,5 +79,26 @@ impl SqlStore {
             });
         }
         Ok(tidied)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::needs_tidy;
+
+    #[test]
+    fn a_table_is_tidied_once_dead_or_changed_rows_pass_the_floor_plus_a_tenth() {
+        // An empty table: the floor alone.
+        assert!(!needs_tidy(9_999, 0, 9_999));
+        assert!(needs_tidy(10_000, 0, 0));
+        assert!(needs_tidy(0, 0, 10_000));
+        // 12,000 live rows raise the threshold to 11,200.
+        assert!(!needs_tidy(11_199, 12_000, 0));
+        assert!(needs_tidy(11_200, 12_000, 0));
+        assert!(!needs_tidy(0, 12_000, 11_199));
+        assert!(needs_tidy(0, 12_000, 11_200));
+        // A large table: a tenth of it dominates.
+        assert!(!needs_tidy(100_000, 1_000_000, 109_999));
+        assert!(needs_tidy(110_000, 1_000_000, 0));
     }
 }

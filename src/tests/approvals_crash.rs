@@ -15,7 +15,7 @@ use herald::store::ports::OutboxStore;
 use herald::store::{Engine, SqlStore};
 use serde_json::{json, Value};
 
-use crate::support::{api_token, free_port, wait_for, wait_ready, HeraldProcess, TestDb};
+use crate::support::{api_token, wait_for, HeraldProcess, TestDb};
 
 /// The approvals configuration the cluster tests use, with fast polls and
 /// backoffs so a crashed replay is picked up within the test's time.
@@ -57,15 +57,11 @@ impl Scene {
 
     /// Starts `herald serve`; returns it and its base URL once it answers.
     async fn spawn(&self, replay_poll_ms: &str, env: &[(&str, &str)]) -> (HeraldProcess, String) {
-        let port = free_port();
-        let listen = format!("127.0.0.1:{port}");
-        let herald = HeraldProcess::spawn_with_env(
+        let mut herald = HeraldProcess::spawn_with_env(
             &self.db.url,
             &[
                 "--config",
                 self.config.path().to_str().unwrap(),
-                "--listen",
-                &listen,
                 "--replay-poll-interval-ms",
                 replay_poll_ms,
                 "--replay-lease-secs",
@@ -73,8 +69,7 @@ impl Scene {
             ],
             env,
         );
-        let base = format!("http://{listen}");
-        wait_ready(&self.client, &base).await;
+        let base = herald.ready().await;
         (herald, base)
     }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sqlx::Row;
 
-use crate::support::{free_port, wait_ready, HeraldProcess};
+use crate::support::HeraldProcess;
 
 /// The approvals configuration of the multi-node scenes: a recall resets the
 /// deal's account (a `field_update` replay through the outbox).
@@ -146,7 +146,7 @@ impl Galera {
 
 /// Worker settings of the multi-node scenes: short leases (a killed node's work is
 /// recovered in seconds), frequent maintenance, loopback receivers allowed.
-pub fn node_flags(listen: &str, lease_secs: &str) -> Vec<String> {
+pub fn node_flags(lease_secs: &str) -> Vec<String> {
     [
         "--worker-concurrency",
         "32",
@@ -166,8 +166,6 @@ pub fn node_flags(listen: &str, lease_secs: &str) -> Vec<String> {
         "100",
         "--destination-allowlist",
         "127.0.0.0/8",
-        "--listen",
-        listen,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -190,18 +188,16 @@ impl Node {
         env: &[(&str, &str)],
     ) -> Node {
         herald::channels::install_crypto_provider();
-        let listen = format!("127.0.0.1:{}", free_port());
-        let mut flags = node_flags(&listen, lease_secs);
+        let mut flags = node_flags(lease_secs);
         if let Some(config) = config {
             flags.extend(["--config".to_string(), config.display().to_string()]);
         }
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         let mut env = env.to_vec();
         env.push(("HERALD_WEBHOOK_SECRET", CALLBACK_SECRET));
-        let process = HeraldProcess::spawn_with_env(database_url, &flags, &env);
+        let mut process = HeraldProcess::spawn_with_env(database_url, &flags, &env);
         let pid = process.child.id();
-        let base = format!("http://{listen}");
-        wait_ready(&reqwest::Client::new(), &base).await;
+        let base = process.ready().await;
         Node { process, base, pid }
     }
 

@@ -9,16 +9,15 @@ use app::dto::Role;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::support::{Receiver, TestServer};
+use crate::support::{secret_ref, Receiver, TestServer};
 
 const CALLBACK_SECRET: &str = "whsec_Y2FsbGJhY2stc2VjcmV0LWZvci10ZXN0cw==";
 
 async fn start_with_receiver(receiver: &Receiver) -> TestServer {
-    std::env::set_var("HERALD_TEST_CALLBACK_SECRET", CALLBACK_SECRET);
     let _ = receiver;
     TestServer::start_with(|args| {
         args.destination_allowlist = Some("127.0.0.0/8".into());
-        args.callback_secret_ref = Some("env:HERALD_TEST_CALLBACK_SECRET".into());
+        args.callback_secret_ref = Some(secret_ref(CALLBACK_SECRET));
         args.worker_poll_interval_ms = Some(50);
         args.initial_backoff_ms = Some(50);
         args.max_backoff_ms = Some(100);
@@ -526,7 +525,6 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
     hooks.set_status(400);
     let chat = Receiver::start().await;
     chat.script(&[(200, None), (500, None)]);
-    std::env::set_var("HERALD_TEST_CALLBACK_SECRET", CALLBACK_SECRET);
     let config = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
         config.path(),
@@ -540,7 +538,7 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
     let server = TestServer::start_with(move |args| {
         args.config = Some(path);
         args.destination_allowlist = Some("127.0.0.0/8".into());
-        args.callback_secret_ref = Some("env:HERALD_TEST_CALLBACK_SECRET".into());
+        args.callback_secret_ref = Some(secret_ref(CALLBACK_SECRET));
         args.worker_poll_interval_ms = Some(50);
         args.chat_max_chars = Some(40);
     })

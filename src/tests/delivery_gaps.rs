@@ -20,8 +20,8 @@ use sqlx::Executor;
 
 use crate::crash::{callback, worker_flags};
 use crate::support::{
-    all_completed, enqueue, free_port, lines_with, parented, statuses, wait_for, wait_ready,
-    HeraldProcess, Receiver, TestDb,
+    all_completed, enqueue, lines_with, parented, refusing_port, statuses, wait_for, HeraldProcess,
+    Receiver, SecretFile, TestDb,
 };
 
 /// The run every event of this file is filed under.
@@ -32,15 +32,12 @@ crate::contract_tests!(
     three_processes_claiming_one_store_deliver_each_event_once,
 );
 
-/// Flags for one process on a known port.
-fn flags_on(port: u16, lease_secs: &'static str) -> Vec<String> {
-    let mut flags: Vec<String> = worker_flags(lease_secs)
+/// Flags for one process (on a port the kernel picks).
+fn flags_of(lease_secs: &'static str) -> Vec<String> {
+    worker_flags(lease_secs)
         .into_iter()
         .map(str::to_string)
-        .collect();
-    let at = flags.iter().position(|f| f == "--listen").unwrap();
-    flags[at + 1] = format!("127.0.0.1:{port}");
-    flags
+        .collect()
 }
 
 fn spawn(db: &TestDb, flags: &[String]) -> HeraldProcess {
@@ -49,9 +46,9 @@ fn spawn(db: &TestDb, flags: &[String]) -> HeraldProcess {
 }
 
 /// The Prometheus text of a process on loopback, if it answers.
-async fn metrics(port: u16) -> Option<String> {
+async fn metrics(base: &str) -> Option<String> {
     herald::channels::install_crypto_provider();
-    reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+    reqwest::get(format!("{base}/metrics"))
         .await
         .ok()?
         .text()
@@ -99,13 +96,9 @@ async fn three_processes_claiming_one_store_deliver_each_event_once(db: &TestDb)
         .map(|i| parented(callback(&format!("shared-{i:02}"), &receiver.url()), PARENT))
         .collect();
     // The store is migrated (opening it migrates), so the three start together.
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let processes: Vec<HeraldProcess> = ports
-        .iter()
-        .map(|port| spawn(db, &flags_on(*port, "30")))
-        .collect();
-    for port in &ports {
-        wait_ready(&reqwest::Client::new(), &format!("http://127.0.0.1:{port}")).await;
+    let mut processes: Vec<HeraldProcess> = (0..3).map(|_| spawn(db, &flags_of("30"))).collect();
+    for process in &mut processes {
+        process.ready().await;
     }
     enqueue(&store, &events).await;
     wait_for(
@@ -149,7 +142,7 @@ async fn sigterm_with_work_not_yet_claimed_exits_zero_and_the_next_process_deliv
         .collect();
     enqueue(&store, &events).await;
     // One slot: the rest wait, due but unclaimed, while the first is in flight.
-    let mut flags: Vec<String> = flags_on(free_port(), "30");
+    let mut flags: Vec<String> = flags_of("30");
     for (flag, value) in [("--worker-concurrency", "1"), ("--worker-batch-size", "1")] {
         let at = flags.iter().position(|f| f == flag).unwrap();
         flags[at + 1] = value.into();
@@ -190,7 +183,7 @@ async fn sigterm_with_work_not_yet_claimed_exits_zero_and_the_next_process_deliv
     }
 
     receiver.set_hold(Duration::ZERO);
-    let herald = spawn(&db, &flags_on(free_port(), "30"));
+    let herald = spawn(&db, &flags_of("30"));
     wait_for(
         "the next process delivers the rest",
         Duration::from_secs(30),
@@ -231,8 +224,8 @@ async fn exhaustion_reaches_the_log_the_counter_and_the_gauges_and_an_outage_rea
     enqueue(&store, &[refused]).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let port = free_port();
-    let herald = spawn(&db, &flags_on(port, "30"));
+    let mut herald = spawn(&db, &flags_of("30"));
+    let base = herald.base().await;
     wait_for("both failed", Duration::from_secs(30), async || {
         statuses(&store, PARENT)
             .await
@@ -267,7 +260,7 @@ async fn exhaustion_reaches_the_log_the_counter_and_the_gauges_and_an_outage_rea
         "the counter and gauges",
         Duration::from_secs(10),
         async || {
-            metrics(port).await.is_some_and(|m| {
+            metrics(&base).await.is_some_and(|m| {
                 m.contains(exhausted) && m.contains(failed_gauge) && m.contains(up)
             })
         },
@@ -281,7 +274,7 @@ async fn exhaustion_reaches_the_log_the_counter_and_the_gauges_and_an_outage_rea
         .await
         .unwrap();
     wait_for("available 0", Duration::from_secs(10), async || {
-        metrics(port).await.is_some_and(|m| m.contains(down))
+        metrics(&base).await.is_some_and(|m| m.contains(down))
     })
     .await;
     store
@@ -290,7 +283,7 @@ async fn exhaustion_reaches_the_log_the_counter_and_the_gauges_and_an_outage_rea
         .await
         .unwrap();
     wait_for("available 1 again", Duration::from_secs(10), async || {
-        metrics(port).await.is_some_and(|m| m.contains(up))
+        metrics(&base).await.is_some_and(|m| m.contains(up))
     })
     .await;
     drop(herald);
@@ -328,7 +321,7 @@ async fn retry_after_in_seconds_and_as_an_http_date_is_the_stored_next_attempt()
     let store = db.store().await;
     let receiver = Receiver::start().await;
     receiver.script(&[(429, Some("3"))]);
-    let herald = spawn(&db, &flags_on(free_port(), "30"));
+    let herald = spawn(&db, &flags_of("30"));
     enqueue(
         &store,
         &[parented(callback("in-seconds", &receiver.url()), PARENT)],
@@ -454,8 +447,8 @@ async fn a_3xx_is_permanent_and_never_followed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn connection_refused_is_retried() {
-    // A port nobody listens on.
-    let port = free_port();
+    // A port nobody listens on (held, so nobody can start to).
+    let (_unlistened, port) = refusing_port();
     let outcome = loopback_handler()
         .deliver("refused", payload(format!("http://127.0.0.1:{port}/hook")))
         .await;
@@ -475,7 +468,7 @@ async fn connection_refused_is_retried() {
         )],
     )
     .await;
-    let herald = spawn(&db, &flags_on(free_port(), "30"));
+    let herald = spawn(&db, &flags_of("30"));
     let row = pending_after(&store, "nobody-home", 2).await;
     drop(herald);
     assert!(
@@ -497,7 +490,7 @@ fn route_config(
     receiver: &Receiver,
     prefix: &str,
     brand: &str,
-    secret_env: &str,
+    secret: &SecretFile,
 ) -> tempfile::NamedTempFile {
     let text = format!(
         r#"
@@ -506,7 +499,7 @@ name = "ops"
 channel = "webhook"
 url = "{hook}"
 brand = "{brand}"
-secret_ref = "env:{secret_env}"
+secret_ref = "{secret_ref}"
 
 [[routes]]
 name = "ops-chat"
@@ -516,6 +509,7 @@ brand = "{brand}"
 "#,
         hook = receiver.url_for(&format!("{prefix}-hook")),
         chat = receiver.url_for(&format!("{prefix}-chat")),
+        secret_ref = secret.reference(),
     );
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), text).unwrap();
@@ -529,18 +523,12 @@ async fn a_route_changed_between_commit_and_send_does_not_change_what_was_frozen
     use herald::service::runs::TransitionRequest;
     use herald::store::ports::{NewRun, RunRepository};
 
-    std::env::set_var("HERALD_TEST_FROZEN_OLD_SECRET", OLD_SECRET);
-    std::env::set_var("HERALD_TEST_FROZEN_NEW_SECRET", NEW_SECRET);
+    let (old_secret, new_secret) = (SecretFile::new(OLD_SECRET), SecretFile::new(NEW_SECRET));
     let db = TestDb::new(Engine::Sqlite).await;
     let store = db.store().await;
     let receiver = Receiver::start().await;
     receiver.verify_with("old-hook", OLD_SECRET);
-    let committed_with = route_config(
-        &receiver,
-        "old",
-        "Old Brand",
-        "HERALD_TEST_FROZEN_OLD_SECRET",
-    );
+    let committed_with = route_config(&receiver, "old", "Old Brand", &old_secret);
 
     // The run ends while the first configuration is in force; nothing is sent yet.
     let settings = Settings::resolve(&SettingsArgs {
@@ -578,13 +566,8 @@ async fn a_route_changed_between_commit_and_send_does_not_change_what_was_frozen
 
     // The operator then moves the route, rebrands it and rotates its secret
     // reference; a new process starts with that configuration.
-    let changed = route_config(
-        &receiver,
-        "new",
-        "New Brand",
-        "HERALD_TEST_FROZEN_NEW_SECRET",
-    );
-    let mut flags = flags_on(free_port(), "30");
+    let changed = route_config(&receiver, "new", "New Brand", &new_secret);
+    let mut flags = flags_of("30");
     flags.extend(["--config".to_string(), changed.path().display().to_string()]);
     let herald = spawn(&db, &flags);
     wait_for("both deliveries", Duration::from_secs(30), async || {

@@ -9,8 +9,13 @@ use app::dto::{DeliveryStatus, Role};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::support::{finish_routed_run, json_of, metrics_with, wait_for, Receiver, TestServer};
+use crate::support::{
+    finish_routed_run, json_of, metrics_with, wait_for, wall_ms, Receiver, TestServer,
+};
 use herald::store::ports::{DeliveryReads, DestinationStore, OutboxStore};
+
+/// How long the breaker stays open before its probe.
+const BREAKER_OPEN_MS: u64 = 10_000;
 
 fn routes_file(receiver: &Receiver) -> tempfile::NamedTempFile {
     let text = format!(
@@ -52,7 +57,9 @@ async fn a_breaker_opens_after_n_failures_holds_events_without_spending_attempts
         args.worker_poll_interval_ms = Some(50);
         args.maintenance_interval_ms = Some(200);
         args.breaker_failures = Some(3);
-        args.breaker_open_ms = Some(4_000);
+        // Long enough that the checks below run inside the window on any machine
+        // (asserted), short enough that the probe comes within the test's wait.
+        args.breaker_open_ms = Some(BREAKER_OPEN_MS);
     })
     .await;
     let base = format!("http://{}", server.addr);
@@ -97,6 +104,7 @@ async fn a_breaker_opens_after_n_failures_holds_events_without_spending_attempts
     );
     let mut attempts = 0;
     let mut untouched = 0;
+    let observed_at = wall_ms();
     for id in &events {
         let event = store.get_event(id).await.unwrap().unwrap();
         assert_eq!(event.status, DeliveryStatus::Pending, "{id}");
@@ -121,12 +129,17 @@ async fn a_breaker_opens_after_n_failures_holds_events_without_spending_attempts
         untouched >= 5,
         "with a cap of 2 most events were never attempted: {untouched}"
     );
+    assert!(
+        wall_ms() < breaker.probe_at.unwrap(),
+        "the checks above ran inside the open window (started {} ms after it opened)",
+        observed_at - breaker.opened_at.unwrap()
+    );
 
     // The receiver heals; the half-open probe closes the breaker and everything goes.
     receiver.set_status(200);
     wait_for(
         "every event delivered",
-        Duration::from_secs(30),
+        Duration::from_secs(30) + Duration::from_millis(BREAKER_OPEN_MS),
         async || {
             let mut done = true;
             for id in &events {
@@ -137,6 +150,18 @@ async fn a_breaker_opens_after_n_failures_holds_events_without_spending_attempts
         },
     )
     .await;
+    // Nothing at all was sent from the opening until the probe was due.
+    let (opened_at, probe_at) = (breaker.opened_at.unwrap(), breaker.probe_at.unwrap());
+    let sent_while_open: Vec<i64> = receiver
+        .requests()
+        .iter()
+        .map(|a| a.wall_ms)
+        .filter(|at| (opened_at..probe_at).contains(at))
+        .collect();
+    assert!(
+        sent_while_open.is_empty(),
+        "sent while open at {sent_while_open:?} (window {opened_at}..{probe_at})"
+    );
     let breaker = store.breakers().await.unwrap().remove(0);
     assert_eq!(breaker.state, "closed");
     for id in &events {

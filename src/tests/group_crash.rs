@@ -14,19 +14,17 @@ use herald::store::Engine;
 use serde_json::{json, Value};
 
 use crate::crash::worker_flags;
-use crate::support::{
-    api_token, create_run_via_api, free_port, wait_for, wait_ready, HeraldProcess, Receiver, TestDb,
-};
+use crate::support::{api_token, create_run_via_api, wait_for, HeraldProcess, Receiver, TestDb};
 
 const RUNS: usize = 1_500;
 const SECRET: &str = "whsec_Z3JvdXAtY29tbWl0LWNyYXNoLXRlc3Qtc2VjcmV0";
 
-fn spawn(db: &TestDb, port: u16) -> HeraldProcess {
-    let listen = format!("127.0.0.1:{port}");
-    let mut flags: Vec<&str> = worker_flags("2").into_iter().collect();
-    let at = flags.iter().position(|f| *f == "--listen").unwrap();
-    flags[at + 1] = &listen;
-    HeraldProcess::spawn_with_env(&db.url, &flags, &[("HERALD_WEBHOOK_SECRET", SECRET)])
+fn spawn(db: &TestDb) -> HeraldProcess {
+    HeraldProcess::spawn_with_env(
+        &db.url,
+        &worker_flags("2"),
+        &[("HERALD_WEBHOOK_SECRET", SECRET)],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -37,10 +35,8 @@ async fn sigkill_during_grouped_transitions_keeps_every_acknowledged_one_and_no_
     receiver.verify_with("hook", SECRET);
     let token = api_token(&db.url, Role::Operator).await;
     let client = reqwest::Client::new();
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let herald = spawn(&db, port);
-    wait_ready(&client, &base).await;
+    let mut herald = spawn(&db);
+    let base = herald.ready().await;
 
     let mut ids = Vec::with_capacity(RUNS);
     for _ in 0..RUNS {
@@ -108,8 +104,8 @@ async fn sigkill_during_grouped_transitions_keeps_every_acknowledged_one_and_no_
     );
 
     // After a restart every committed callback goes out, signed.
-    let herald = spawn(&db, port);
-    wait_ready(&client, &base).await;
+    let mut herald = spawn(&db);
+    herald.ready().await;
     wait_for(
         "every committed callback delivered",
         Duration::from_secs(60),

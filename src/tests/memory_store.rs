@@ -9,16 +9,15 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::support::{json_of, Receiver, TestDb, TestServer, ADMIN_PASSWORD};
+use crate::support::{json_of, secret_ref, Receiver, TestDb, TestServer, ADMIN_PASSWORD};
 
 const CALLBACK_SECRET: &str = "whsec_bWVtb3J5LXN0b3JlLWNhbGxiYWNrLXNlY3JldA==";
 
 async fn start_memory(receiver: &Receiver) -> TestServer {
-    std::env::set_var("HERALD_TEST_MEMORY_SECRET", CALLBACK_SECRET);
     receiver.verify_with("hook", CALLBACK_SECRET);
     TestServer::start_on(TestDb::memory(), |args| {
         args.destination_allowlist = Some("127.0.0.0/8".into());
-        args.callback_secret_ref = Some("env:HERALD_TEST_MEMORY_SECRET".into());
+        args.callback_secret_ref = Some(secret_ref(CALLBACK_SECRET));
         // Were any worker or retry wired, it would show within the test's waits.
         args.worker_poll_interval_ms = Some(50);
         args.initial_backoff_ms = Some(50);

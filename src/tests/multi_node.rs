@@ -142,10 +142,27 @@ async fn three_nodes_on_one_postgres_deliver_every_event_through_a_node_sigkill(
         async || receiver.arrivals().len() >= runs / 3,
     )
     .await;
+    // Arrange the kill to land with the victim holding work: the receiver holds
+    // every request at its gate, so a send the victim has in flight stays in
+    // flight (claimed, unsettled) until the kill.
     let victim = nodes.remove(1);
     let victim_pid = victim.pid;
+    receiver.pause();
+    wait_for(
+        "the victim to have a send held at the receiver",
+        Duration::from_secs(30),
+        async || {
+            let in_flight = receiver.held_at_gate();
+            held_by(&events(store.pool()).await, victim_pid)
+                .iter()
+                .any(|id| in_flight.contains(id))
+        },
+    )
+    .await;
     victim.process.kill();
+    // What it held when it died: no one else takes those over before its lease ends.
     let held = held_by(&events(store.pool()).await, victim_pid);
+    receiver.resume();
     assert!(
         !held.is_empty(),
         "the kill landed with the node holding work"

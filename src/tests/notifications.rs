@@ -9,7 +9,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::support::{
-    free_port, metrics_with, wait_for, wait_ready, HeraldProcess, Receiver, TestDb, TestServer,
+    metrics_with, secret_ref, wait_for, HeraldProcess, Receiver, TestDb, TestServer,
 };
 
 /// `whsec_` secrets the tests sign and verify with (base64 of fixed bytes).
@@ -17,12 +17,10 @@ const CALLBACK_SECRET: &str = "whsec_Y2FsbGJhY2stc2VjcmV0LWZvci10ZXN0cw==";
 const ROUTE_SECRET: &str = "whsec_cm91dGUtc2VjcmV0LWZvci10ZXN0cw==";
 
 fn config(receiver: &Receiver, extra: &str) -> tempfile::NamedTempFile {
-    std::env::set_var("HERALD_TEST_CALLBACK_SECRET", CALLBACK_SECRET);
-    std::env::set_var("HERALD_TEST_ROUTE_SECRET", ROUTE_SECRET);
     let secret = if extra.contains("callback_secret_ref") {
-        ""
+        String::new()
     } else {
-        "callback_secret_ref = \"env:HERALD_TEST_CALLBACK_SECRET\""
+        format!("callback_secret_ref = \"{}\"", secret_ref(CALLBACK_SECRET))
     };
     let text = format!(
         r#"
@@ -40,7 +38,7 @@ name = "ops-hook"
 channel = "webhook"
 url = "{hook}"
 brand = "Acme Ops"
-secret_ref = "env:HERALD_TEST_ROUTE_SECRET"
+secret_ref = "{route_secret_ref}"
 
 [[routes]]
 name = "ops-chat"
@@ -56,6 +54,7 @@ url = "{dead}"
         hook = receiver.url_for("route"),
         chat = receiver.url_for("chat"),
         dead = receiver.url_for("dead"),
+        route_secret_ref = secret_ref(ROUTE_SECRET),
     );
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), text).unwrap();
@@ -666,18 +665,11 @@ async fn sigkill_while_the_receiver_holds_the_request_redelivers_the_same_id() {
         "destination_allowlist = \"127.0.0.0/8\"\nlease_secs = 2",
     );
     let db = TestDb::new(herald::store::Engine::Sqlite).await;
-    let port = free_port().to_string();
     let config_path = config.path().to_str().unwrap().to_string();
-    let flags = [
-        "--config",
-        config_path.as_str(),
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-    ];
-    let herald = HeraldProcess::spawn(&db.url, &flags);
-    let base = format!("http://127.0.0.1:{port}");
+    let flags = ["--config", config_path.as_str()];
+    let mut herald = HeraldProcess::spawn(&db.url, &flags);
+    let base = herald.ready().await;
     let client = reqwest::Client::new();
-    wait_ready(&client, &base).await;
     let token = crate::support::api_token(&db.url, Role::Operator).await;
     let store = db.store().await;
     let api = Api {

@@ -1,6 +1,6 @@
 //! Test fixtures: a fresh real database per test, and a real server on loopback.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -165,16 +165,20 @@ impl TestServer {
         };
         tweak(&mut args);
         let settings = Settings::resolve(&args).expect("settings");
-        // The first admin's password comes from the environment on first start.
-        std::env::set_var(herald::server::ADMIN_PASSWORD_ENV, ADMIN_PASSWORD);
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await
             .expect("bind");
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(herald::server::run(listener, settings, async move {
-            let _ = rx.await;
-        }));
+        let first_admin_password = Some(ADMIN_PASSWORD.to_string());
+        let task = tokio::spawn(herald::server::run(
+            listener,
+            settings,
+            first_admin_password,
+            async move {
+                let _ = rx.await;
+            },
+        ));
         let server = TestServer {
             addr,
             db,
@@ -270,6 +274,9 @@ pub struct Arrival {
     pub verified: Option<bool>,
     /// When it arrived.
     pub at: std::time::Instant,
+    /// When it arrived by the wall clock (ms since the epoch), as Herald's stored
+    /// times are.
+    pub wall_ms: i64,
 }
 
 /// A real HTTP receiver on loopback that records every request it is sent, answers
@@ -286,6 +293,9 @@ pub struct ReceiverState {
     arrivals: std::sync::Mutex<Vec<Arrival>>,
     answered: std::sync::Mutex<Vec<String>>,
     hold: std::sync::Mutex<std::time::Duration>,
+    gate: Gate,
+    /// Requests arrived and not yet answered, and the most there ever were at once.
+    in_flight: std::sync::Mutex<(usize, usize)>,
     status: std::sync::atomic::AtomicU16,
     /// Answers to give first: (status, Retry-After).
     script: std::sync::Mutex<std::collections::VecDeque<(u16, Option<String>)>>,
@@ -327,6 +337,26 @@ impl Receiver {
 
     pub fn set_hold(&self, hold: std::time::Duration) {
         *self.state.hold.lock().unwrap() = hold;
+    }
+
+    /// Holds every request (arrived, recorded, unanswered) until [`Receiver::resume`]:
+    /// a sender's requests in flight stay in flight, whatever the machine's speed.
+    pub fn pause(&self) {
+        self.state.gate.closed.send_replace(true);
+    }
+
+    pub fn resume(&self) {
+        self.state.gate.closed.send_replace(false);
+    }
+
+    /// The most requests this receiver held unanswered at once.
+    pub fn max_in_flight(&self) -> usize {
+        self.state.in_flight.lock().unwrap().1
+    }
+
+    /// The event ids of the requests held at the paused gate now.
+    pub fn held_at_gate(&self) -> HashSet<String> {
+        self.state.gate.held.lock().unwrap().clone()
     }
 
     pub fn set_status(&self, status: u16) {
@@ -416,9 +446,12 @@ impl ReceiverState {
             body: json,
             verified,
             at: std::time::Instant::now(),
+            wall_ms: wall_ms(),
         });
+        let _unanswered = InFlight::enter(&self.in_flight);
         let hold = *self.hold.lock().unwrap();
         tokio::time::sleep(hold).await;
+        self.gate.pass(&event_id).await;
         let (status, retry_after) = self
             .script
             .lock()
@@ -434,15 +467,82 @@ impl ReceiverState {
     }
 }
 
+/// One request counted in flight until it is answered or its sender gives up
+/// (the handler is dropped with the connection).
+struct InFlight<'a>(&'a std::sync::Mutex<(usize, usize)>);
+
+impl<'a> InFlight<'a> {
+    fn enter(count: &'a std::sync::Mutex<(usize, usize)>) -> InFlight<'a> {
+        let mut now = count.lock().unwrap();
+        now.0 += 1;
+        now.1 = now.1.max(now.0);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().0 -= 1;
+    }
+}
+
+/// Now by the wall clock, in ms since the epoch.
+pub fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Where a paused [`Receiver`] holds requests.
+struct Gate {
+    closed: tokio::sync::watch::Sender<bool>,
+    held: std::sync::Mutex<HashSet<String>>,
+}
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate {
+            closed: tokio::sync::watch::channel(false).0,
+            held: Default::default(),
+        }
+    }
+}
+
+impl Gate {
+    async fn pass(&self, event_id: &str) {
+        let mut closed = self.closed.subscribe();
+        if !*closed.borrow_and_update() {
+            return;
+        }
+        self.held.lock().unwrap().insert(event_id.to_string());
+        // Let go of it however the wait ends (the sender may give up first).
+        let _release = HeldAtGate(&self.held, event_id);
+        let _ = closed.wait_for(|closed| !closed).await;
+    }
+}
+
+/// An event id in a gate's held set, removed when dropped.
+struct HeldAtGate<'a>(&'a std::sync::Mutex<HashSet<String>>, &'a str);
+
+impl Drop for HeldAtGate<'_> {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().remove(self.1);
+    }
+}
+
 /// `herald serve` as a real child process.
 pub struct HeraldProcess {
     pub child: std::process::Child,
     /// Where the child's log (stderr) goes.
     pub log: std::path::PathBuf,
+    /// Where its standard output goes: the line naming the address it serves on.
+    out: std::path::PathBuf,
 }
 
 impl HeraldProcess {
-    /// Starts `herald serve` on `database_url`; `extra` must include `--listen`.
+    /// Starts `herald serve` on `database_url`. Without `--listen` in `extra` it
+    /// listens on a port the kernel picks (see [`HeraldProcess::base`]).
     pub fn spawn(database_url: &str, extra: &[&str]) -> HeraldProcess {
         Self::spawn_with_env(database_url, extra, &[])
     }
@@ -453,27 +553,60 @@ impl HeraldProcess {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> HeraldProcess {
-        let log_path = std::env::temp_dir().join(format!(
-            "herald-child-{}.log",
-            uuid::Uuid::new_v4().simple()
-        ));
+        let name = uuid::Uuid::new_v4().simple().to_string();
+        let log_path = std::env::temp_dir().join(format!("herald-child-{name}.log"));
+        let out_path = std::env::temp_dir().join(format!("herald-child-{name}.out"));
         let log = std::fs::File::create(&log_path).unwrap();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        let out = std::fs::File::create(&out_path).unwrap();
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+        command
             .arg("serve")
             .args(["--database-url", database_url])
-            .args(["--site-root", std::env::temp_dir().to_str().unwrap()])
+            .args(["--site-root", std::env::temp_dir().to_str().unwrap()]);
+        if !extra.contains(&"--listen") {
+            command.args(["--listen", "127.0.0.1:0"]);
+        }
+        let child = command
             .args(extra)
             .env("HERALD_ADMIN_PASSWORD", ADMIN_PASSWORD)
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
-            .stdout(std::process::Stdio::null())
+            .stdout(out)
             .stderr(log)
             .spawn()
             .expect("spawn herald serve");
         HeraldProcess {
             child,
             log: log_path,
+            out: out_path,
         }
+    }
+
+    /// `http://host:port` this process serves on, once it listens (it prints the
+    /// address it bound, so no test hands it a port another socket may take).
+    pub async fn base(&mut self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let printed = std::fs::read_to_string(&self.out).unwrap_or_default();
+            let served = printed
+                .lines()
+                .find_map(|line| line.strip_prefix("Herald console: ")?.strip_suffix("/runs"));
+            if let Some(base) = served {
+                return base.to_string();
+            }
+            if !self.is_running() || Instant::now() > deadline {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                panic!("herald serve never listened; its log:\n{log}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// [`HeraldProcess::base`], then waits until `/readyz` answers 2xx.
+    pub async fn ready(&mut self) -> String {
+        let base = self.base().await;
+        wait_ready(&reqwest::Client::new(), &base).await;
+        base
     }
 
     /// SIGKILL: no drain, no goodbye.
@@ -551,13 +684,43 @@ pub fn run_service(store: &SqlStore, settings: &Settings) -> herald::service::ru
     )
 }
 
-/// A loopback port free right now, for a child process's `--listen`.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
+/// A `whsec_` signing secret in a file of its own, named by a `file:` reference:
+/// read where it is needed, with no process-wide environment to change.
+pub struct SecretFile(tempfile::NamedTempFile);
+
+impl SecretFile {
+    pub fn new(secret: &str) -> SecretFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), secret).unwrap();
+        SecretFile(file)
+    }
+
+    /// The reference a setting or route takes (`file:/path`).
+    pub fn reference(&self) -> String {
+        format!("file:{}", self.0.path().display())
+    }
+}
+
+/// A `file:` reference to `secret`, in a file kept for the whole test process (one
+/// per secret), for servers that read it at send time, whenever that is.
+pub fn secret_ref(secret: &str) -> String {
+    static FILES: std::sync::LazyLock<std::sync::Mutex<HashMap<String, SecretFile>>> =
+        std::sync::LazyLock::new(Default::default);
+    FILES
+        .lock()
         .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+        .entry(secret.to_string())
+        .or_insert_with(|| SecretFile::new(secret))
+        .reference()
+}
+
+/// A loopback port held by a socket that is bound but never listens: connecting to
+/// it is refused for as long as the socket lives, and no other socket can take it.
+pub fn refusing_port() -> (tokio::net::TcpSocket, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    (socket, port)
 }
 
 /// Polls `check` every 50 ms until it holds; panics naming `what` after `within`.

@@ -45,24 +45,57 @@ async fn vacuums(store: &SqlStore) -> i64 {
     outbox_stat(store, "vacuum_count").await
 }
 
+/// PostgreSQL counts a backend's row changes in its own memory and publishes them
+/// when it goes idle, at most once a second (and within ten seconds): statistics
+/// lag the writes. Waits until the published ones show every insert (`n_tup_ins`),
+/// then analyzes the table, so they are exact: no dead rows, no changes since.
+async fn statistics_made_current(store: &SqlStore, inserted: i64) {
+    wait_for(
+        "the statistics to count every insert",
+        Duration::from_secs(60),
+        async || outbox_stat(store, "n_tup_ins").await >= inserted,
+    )
+    .await;
+    store.pool().execute("ANALYZE outbox_events").await.unwrap();
+    assert_eq!(
+        outbox_stat(store, "n_dead_tup").await,
+        0,
+        "no dead rows yet"
+    );
+    assert_eq!(
+        outbox_stat(store, "n_mod_since_analyze").await,
+        0,
+        "nothing changed since the ANALYZE"
+    );
+    assert_eq!(outbox_stat(store, "n_live_tup").await, inserted);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn churned_outbox_is_vacuumed_once_by_one_node_and_not_below_the_threshold() {
     let db = TestDb::new(Engine::Postgres).await;
     let store = db.store().await;
     let events: Vec<NewEvent> = (0..12_000).map(event).collect();
     enqueue(&store, &events).await;
-    // Below the threshold (no dead rows yet): nothing to do.
+    // Below the threshold (12,000 live rows, none dead, none changed since the
+    // statistics were made current): nothing to do.
+    statistics_made_current(&store, 12_000).await;
     assert!(store.tidy_hot_tables().await.unwrap().is_empty());
 
-    // Every event rewritten once, as a claim would: 12,000 dead rows.
-    store
-        .pool()
+    // Every event rewritten once, as a claim would: 12,000 dead rows. The updating
+    // backend publishes its counts at once instead of when it next idles.
+    let mut conn = store.pool().acquire().await.unwrap();
+    (&mut *conn)
         .execute("UPDATE outbox_events SET updated_at = updated_at + 1")
         .await
         .unwrap();
+    (&mut *conn)
+        .execute("SELECT pg_stat_force_next_flush()")
+        .await
+        .unwrap();
+    drop(conn);
     wait_for(
         "the statistics to count the dead rows",
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         async || dead_rows(&store).await >= 12_000,
     )
     .await;

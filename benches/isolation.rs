@@ -1,0 +1,68 @@
+//! Destination isolation as a speed figure (issue 10): how much of its solo rate a
+//! healthy destination keeps beside one that hangs 30 s per request. The scene is
+//! the isolation test's own (`src/tests/isolation.rs`): real `herald serve`
+//! processes drain 2,000 events per destination committed before they start, to
+//! real receivers on loopback; the healthy receiver answers in 20 ms through a
+//! route capped at 8 in flight, so its solo rate is the receiver's, not the
+//! machine's. Solo and contended rounds alternate `repeat` times (default 2) on
+//! fresh databases, and the best rate of each is compared.
+//!
+//! `cargo bench --bench isolation -- [repeat N]`
+//! Figures go to stdout as one `ISOLATION …` line for docs/BENCHMARKS.md.
+
+#[allow(dead_code)]
+#[path = "../src/tests/support.rs"]
+mod support;
+
+#[allow(dead_code)]
+#[path = "../src/tests/isolation.rs"]
+mod isolation;
+
+use std::time::Duration;
+
+use isolation::{round, routes_file, HEALTHY_LATENCY};
+use support::Receiver;
+
+fn repeat() -> usize {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    match args.as_slice() {
+        [] => 2,
+        [flag, n] if flag == "repeat" => n.parse().expect("repeat N: a number"),
+        other => panic!("unknown arguments {other:?} (expected: repeat N)"),
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    herald::channels::install_crypto_provider();
+    let rounds = repeat();
+    let healthy = Receiver::start().await;
+    healthy.set_hold(HEALTHY_LATENCY);
+    let sick = Receiver::start().await;
+    sick.set_hold(Duration::from_secs(30));
+    let config = routes_file(&healthy, &sick);
+
+    let (mut solo, mut contended) = (Vec::new(), Vec::new());
+    let mut drained = None;
+    for n in 0..rounds {
+        solo.push(round(2 * n, &healthy, None, &config, false).await.0);
+        let last = n + 1 == rounds;
+        let (rate, drain) = round(2 * n + 1, &healthy, Some(&sick), &config, last).await;
+        contended.push(rate);
+        drained = drain.or(drained);
+    }
+    let best = |rates: &[f64]| rates.iter().cloned().fold(0.0, f64::max);
+    println!(
+        "ISOLATION solo_rates_per_s={solo:.0?} contended_rates_per_s={contended:.0?} \
+         best_solo={:.0} best_contended={:.0} ratio={:.3} sick_drain_after_heal_s={:.1}",
+        best(&solo),
+        best(&contended),
+        best(&contended) / best(&solo),
+        drained.unwrap_or_default().as_secs_f64()
+    );
+    healthy.stop();
+    sick.stop();
+}
