@@ -14,14 +14,71 @@
 #[path = "../src/tests/support.rs"]
 mod support;
 
-#[allow(dead_code)]
+// Its test (and what only the test uses) is left out of a bench build.
+#[allow(dead_code, unused_imports)]
 #[path = "../src/tests/isolation.rs"]
 mod isolation;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use isolation::{round, routes_file, HEALTHY_LATENCY};
-use support::Receiver;
+use isolation::{completed, routes_file, seeded, spawn, EVENTS, HEALTHY_LATENCY};
+use support::{wait_for, Receiver};
+
+/// The healthy receiver's rate over the arrivals of this round (from its 200th
+/// to its last, leaving out the start-up transient), in events per second.
+fn rate_since(receiver: &Receiver, before: usize) -> f64 {
+    let times: Vec<Instant> = receiver.requests()[before..].iter().map(|a| a.at).collect();
+    let from = times.len() / 10;
+    let span = times[times.len() - 1].duration_since(times[from]);
+    (times.len() - 1 - from) as f64 / span.as_secs_f64()
+}
+
+/// Runs one round of the bench (the hanging receiver holds each request 30 s, far
+/// past the 2 s send timeout); returns the healthy destination's rate. With
+/// `heal`, the hanging receiver heals afterwards and the round waits for every
+/// event; returns the time that took too.
+async fn round(
+    n: usize,
+    healthy: &Receiver,
+    sick: Option<&Receiver>,
+    config: &tempfile::NamedTempFile,
+    heal: bool,
+) -> (f64, Option<Duration>) {
+    let (db, store) = seeded(n, healthy, sick).await;
+    let before = healthy.count();
+    let (herald, _base) = spawn(&db, config, "2000").await;
+    wait_for(
+        "the healthy destination's events",
+        Duration::from_secs(300),
+        async || healthy.count() >= before + EVENTS,
+    )
+    .await;
+    let rate = rate_since(healthy, before);
+    let mut drained = None;
+    if heal {
+        let sick = sick.expect("a sick receiver to heal");
+        sick.set_hold(Duration::ZERO);
+        let healed = Instant::now();
+        wait_for(
+            "every event of both destinations delivered",
+            Duration::from_secs(300),
+            async || completed(&store).await == 2 * EVENTS as i64,
+        )
+        .await;
+        drained = Some(healed.elapsed());
+        let prefix = format!("deliver_iso{n}-");
+        let arrived = sick
+            .arrivals_per_event()
+            .keys()
+            .filter(|id| id.starts_with(&prefix))
+            .count();
+        assert_eq!(arrived, EVENTS, "every sick-destination event arrived");
+    }
+    herald.kill();
+    store.close().await;
+    db.drop_db().await;
+    (rate, drained)
+}
 
 fn repeat() -> usize {
     let args: Vec<String> = std::env::args()

@@ -93,6 +93,8 @@ settings! {
     login_max_failures: u32 = 5, "HERALD_LOGIN_MAX_FAILURES";
     /// The failed sign-in window, in seconds [default: 900]
     login_window_secs: u64 = 900, "HERALD_LOGIN_WINDOW_SECS";
+    /// Once over its limit across addresses, a user is let through once per this many ms [default: 5000]
+    login_slowdown_ms: u64 = 5_000, "HERALD_LOGIN_SLOWDOWN_MS";
     /// Reverse proxies whose X-Forwarded-For names the client, e.g. "10.0.0.0/8" [default: none]
     trusted_proxies: String = String::new(), "HERALD_TRUSTED_PROXIES";
     /// Largest request body accepted, in bytes [default: 1048576]
@@ -257,6 +259,7 @@ impl Settings {
             ("session_idle_hours", self.session_idle_hours as u64),
             ("login_max_failures", self.login_max_failures as u64),
             ("login_window_secs", self.login_window_secs),
+            ("login_slowdown_ms", self.login_slowdown_ms),
             ("max_body_bytes", self.max_body_bytes as u64),
             ("worker_concurrency", self.worker_concurrency as u64),
             ("worker_batch_size", self.worker_batch_size as u64),

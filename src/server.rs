@@ -47,6 +47,7 @@ pub fn account_service(store: &SqlStore, settings: &Settings) -> AccountService 
         LoginThrottle::new(
             settings.login_max_failures,
             Duration::from_secs(settings.login_window_secs),
+            Duration::from_millis(settings.login_slowdown_ms),
         ),
     )
 }

@@ -6,7 +6,8 @@
 //!   window, that pair is refused until the window has passed;
 //! - per username, whatever the address: after `max_failures × USER_FACTOR`
 //!   failures within the window, the user is slowed down rather than locked out —
-//!   one attempt per [`USER_SLOWDOWN`] is let through, so rotating addresses gains
+//!   one attempt per slowdown interval (`login_slowdown_ms`, 5 s by default) is let
+//!   through, so rotating addresses gains
 //!   an attacker almost nothing while the real user can still sign in.
 //!
 //! Keys are SHA-256 digests (fixed size, whatever the username's length) in maps
@@ -22,8 +23,6 @@ use sha2::{Digest, Sha256};
 pub const MAX_TRACKED_KEYS: usize = 100_000;
 /// A user's limit across every address is this many times the per-address one.
 pub const USER_FACTOR: u32 = 4;
-/// Once over its limit, a user is let through at most once per this interval.
-pub const USER_SLOWDOWN: Duration = Duration::from_secs(5);
 
 type Key = [u8; 32];
 
@@ -110,6 +109,7 @@ struct State {
 pub struct LoginThrottle {
     max_failures: u32,
     window: Duration,
+    slowdown: Duration,
     state: Mutex<State>,
 }
 
@@ -123,14 +123,21 @@ fn digest(parts: &[&str]) -> Key {
 }
 
 impl LoginThrottle {
-    pub fn new(max_failures: u32, window: Duration) -> Self {
-        Self::with_capacity(max_failures, window, MAX_TRACKED_KEYS)
+    /// `slowdown`: once over its limit, a user is let through at most once per it.
+    pub fn new(max_failures: u32, window: Duration, slowdown: Duration) -> Self {
+        Self::with_capacity(max_failures, window, slowdown, MAX_TRACKED_KEYS)
     }
 
-    pub fn with_capacity(max_failures: u32, window: Duration, cap: usize) -> Self {
+    pub fn with_capacity(
+        max_failures: u32,
+        window: Duration,
+        slowdown: Duration,
+        cap: usize,
+    ) -> Self {
         LoginThrottle {
             max_failures,
             window,
+            slowdown,
             state: Mutex::new(State {
                 pairs: Windows::new(cap),
                 users: Windows::new(cap),
@@ -156,7 +163,7 @@ impl LoginThrottle {
         let user = state.users.entry(attempt.user, self.window, now);
         if user.count >= user_limit {
             match user.last_admitted {
-                Some(at) if now.duration_since(at) < USER_SLOWDOWN => return Err(Refusal::User),
+                Some(at) if now.duration_since(at) < self.slowdown => return Err(Refusal::User),
                 _ => user.last_admitted = Some(now),
             }
         }
@@ -186,9 +193,12 @@ impl LoginThrottle {
 mod tests {
     use super::*;
 
+    const SLOWDOWN: Duration = Duration::from_secs(600);
+
     #[test]
     fn refuses_after_max_failures_until_the_window_passes() {
-        let throttle = LoginThrottle::new(2, Duration::from_millis(200));
+        // A window no pause between three calls can outlast.
+        let throttle = LoginThrottle::new(2, Duration::from_secs(1), SLOWDOWN);
         assert!(throttle.begin("ada", "1.2.3.4").is_ok());
         assert!(throttle.begin("Ada", "1.2.3.4").is_ok());
         assert_eq!(
@@ -199,14 +209,14 @@ mod tests {
             throttle.begin("ada", "5.6.7.8").is_ok(),
             "other clients are unaffected"
         );
-        std::thread::sleep(Duration::from_millis(250));
+        std::thread::sleep(Duration::from_millis(1_100));
         assert!(throttle.begin("ada", "1.2.3.4").is_ok());
     }
 
     #[test]
     fn attempts_are_counted_before_verification() {
         // Parallel guesses: every `begin` counts at once, before any outcome is known.
-        let throttle = LoginThrottle::new(5, Duration::from_secs(60));
+        let throttle = LoginThrottle::new(5, Duration::from_secs(60), SLOWDOWN);
         let admitted = (0..200)
             .filter(|_| throttle.begin("ada", "1.2.3.4").is_ok())
             .count();
@@ -215,7 +225,7 @@ mod tests {
 
     #[test]
     fn success_clears_the_address_pair() {
-        let throttle = LoginThrottle::new(2, Duration::from_secs(60));
+        let throttle = LoginThrottle::new(2, Duration::from_secs(60), SLOWDOWN);
         let first = throttle.begin("bob", "c").unwrap();
         throttle.succeeded(&first);
         throttle.begin("bob", "c").unwrap();
@@ -224,7 +234,7 @@ mod tests {
 
     #[test]
     fn rotating_addresses_is_slowed_down_per_user_not_locked_out() {
-        let throttle = LoginThrottle::new(2, Duration::from_secs(60));
+        let throttle = LoginThrottle::new(2, Duration::from_secs(60), SLOWDOWN);
         let limit = 2 * USER_FACTOR as usize;
         let admitted = (0..1000)
             .filter(|i| {
@@ -247,7 +257,7 @@ mod tests {
 
     #[test]
     fn memory_is_capped_and_the_oldest_evicted() {
-        let throttle = LoginThrottle::with_capacity(5, Duration::from_secs(600), 1000);
+        let throttle = LoginThrottle::with_capacity(5, Duration::from_secs(600), SLOWDOWN, 1000);
         let long = "x".repeat(4096);
         for i in 0..10_000 {
             let _ = throttle.begin(&format!("{long}{i}"), "1.2.3.4");

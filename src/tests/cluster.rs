@@ -189,6 +189,17 @@ impl Node {
     ) -> Node {
         herald::channels::install_crypto_provider();
         let mut flags = node_flags(lease_secs);
+        // A setting given in `env` wins over the same setting's flag here (a flag
+        // would beat the environment).
+        for (name, _) in env {
+            let Some(setting) = name.strip_prefix("HERALD_") else {
+                continue;
+            };
+            let flag = format!("--{}", setting.to_lowercase().replace('_', "-"));
+            if let Some(at) = flags.iter().position(|f| *f == flag) {
+                flags.drain(at..at + 2);
+            }
+        }
         if let Some(config) = config {
             flags.extend(["--config".to_string(), config.display().to_string()]);
         }

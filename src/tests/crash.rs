@@ -2,7 +2,7 @@
 //! restarted, or SIGTERMed with work in flight, against a real receiver on loopback.
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use app::dto::DeliveryStatus;
 use herald::channels::webhook::WebhookPayload;
@@ -64,12 +64,21 @@ async fn sigkill_mid_batch_loses_nothing_and_redelivers_with_the_same_id() {
 
     let herald = HeraldProcess::spawn(&db.url, &worker_flags("2"));
     wait_for(
-        "deliveries in flight",
+        "deliveries under way",
         Duration::from_secs(30),
         async || receiver.arrivals().len() >= 12,
     )
     .await;
+    // The kill lands with sends in flight: they are held, unanswered, at the gate.
+    receiver.pause();
+    wait_for(
+        "a send held in flight",
+        Duration::from_secs(30),
+        async || !receiver.held_at_gate().is_empty(),
+    )
+    .await;
     herald.kill();
+    receiver.resume();
     let at_kill = statuses(&store, "crash-test").await;
     let arrived: HashSet<String> = receiver.arrivals().into_iter().collect();
     let completed_at_kill: HashSet<String> = at_kill
@@ -129,7 +138,8 @@ async fn sigterm_drains_work_in_flight_then_exits_zero() {
     let db = TestDb::new(Engine::Sqlite).await;
     let store = db.store().await;
     let receiver = Receiver::start().await;
-    receiver.set_hold(Duration::from_millis(1500));
+    // All five stay in flight, unanswered, until the test lets them go.
+    receiver.pause();
     let events: Vec<NewEvent> = (0..5)
         .map(|i| callback(&format!("drain-{i}"), &receiver.url()))
         .collect();
@@ -139,19 +149,20 @@ async fn sigterm_drains_work_in_flight_then_exits_zero() {
     flags.extend(["--drain-deadline-secs", "20"]);
     let mut herald = HeraldProcess::spawn(&db.url, &flags);
     wait_for("all five in flight", Duration::from_secs(30), async || {
-        receiver.arrivals().len() >= 5
+        receiver.held_at_gate().len() >= 5
     })
     .await;
-    assert!(herald.is_running());
-    let started = Instant::now();
+    herald.sigterm();
+    // Asked to stop with work in flight, it waits for that work.
+    assert!(
+        herald.exited_within(Duration::from_secs(1)).is_none(),
+        "it exited with five deliveries in flight"
+    );
+    receiver.resume();
     let status = herald
-        .terminate(Duration::from_secs(25))
+        .exited_within(Duration::from_secs(25))
         .expect("herald exits after draining");
     assert!(status.success(), "exit status {status:?}");
-    assert!(
-        started.elapsed() >= Duration::from_millis(500),
-        "it waited for the work in flight"
-    );
 
     let after = statuses(&store, "crash-test").await;
     assert!(

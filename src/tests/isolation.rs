@@ -11,7 +11,7 @@
 //! keeps is a speed figure: `cargo bench --bench isolation` measures it (solo and
 //! contended rounds alternating) for docs/BENCHMARKS.md, from this same scene.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use herald::outbox::model::{NewEvent, Source};
 use herald::store::ports::OutboxStore;
@@ -72,7 +72,7 @@ fn delivery(round: usize, i: usize, route: &str, url: &str) -> NewEvent {
 }
 
 /// A fresh database holding the round's events, committed before Herald starts.
-async fn seeded(
+pub async fn seeded(
     round: usize,
     healthy: &Receiver,
     sick: Option<&Receiver>,
@@ -92,7 +92,13 @@ async fn seeded(
     (db, store)
 }
 
-async fn spawn(db: &TestDb, config: &tempfile::NamedTempFile) -> (HeraldProcess, String) {
+/// `herald serve` on `db` with the routes of `config`; `http_timeout_ms` is how long
+/// a send may go unanswered.
+pub async fn spawn(
+    db: &TestDb,
+    config: &tempfile::NamedTempFile,
+    http_timeout_ms: &str,
+) -> (HeraldProcess, String) {
     let config = config.path().display().to_string();
     let mut herald = HeraldProcess::spawn(
         &db.url,
@@ -101,9 +107,8 @@ async fn spawn(db: &TestDb, config: &tempfile::NamedTempFile) -> (HeraldProcess,
             &config,
             "--destination-allowlist",
             "127.0.0.0/8",
-            // The hanging receiver holds each request 30 s: far past this timeout.
             "--http-timeout-ms",
-            "2000",
+            http_timeout_ms,
             "--breaker-failures",
             "5",
             "--breaker-open-ms",
@@ -120,16 +125,7 @@ async fn spawn(db: &TestDb, config: &tempfile::NamedTempFile) -> (HeraldProcess,
     (herald, base)
 }
 
-/// The healthy receiver's rate over the arrivals of this round (from its 200th
-/// to its last, leaving out the start-up transient), in events per second.
-fn rate_since(receiver: &Receiver, before: usize) -> f64 {
-    let times: Vec<Instant> = receiver.requests()[before..].iter().map(|a| a.at).collect();
-    let from = times.len() / 10;
-    let span = times[times.len() - 1].duration_since(times[from]);
-    (times.len() - 1 - from) as f64 / span.as_secs_f64()
-}
-
-async fn completed(store: &herald::store::SqlStore) -> i64 {
+pub async fn completed(store: &herald::store::SqlStore) -> i64 {
     store
         .stats(true)
         .await
@@ -141,81 +137,67 @@ async fn completed(store: &herald::store::SqlStore) -> i64 {
         .sum()
 }
 
-/// Runs one round; returns the healthy destination's rate. With `heal`, the
-/// hanging receiver heals afterwards and the round waits for every event;
-/// returns the time that took too.
-pub async fn round(
-    n: usize,
-    healthy: &Receiver,
-    sick: Option<&Receiver>,
-    config: &tempfile::NamedTempFile,
-    heal: bool,
-) -> (f64, Option<Duration>) {
-    let (db, store) = seeded(n, healthy, sick).await;
-    let before = healthy.count();
-    let (herald, _base) = spawn(&db, config).await;
-    wait_for(
-        "the healthy destination's events",
-        Duration::from_secs(300),
-        async || healthy.count() >= before + EVENTS,
-    )
-    .await;
-    let rate = rate_since(healthy, before);
-    let mut drained = None;
-    if heal {
-        let sick = sick.expect("a sick receiver to heal");
-        sick.set_hold(Duration::ZERO);
-        let healed = Instant::now();
-        wait_for(
-            "every event of both destinations delivered",
-            Duration::from_secs(300),
-            async || completed(&store).await == 2 * EVENTS as i64,
-        )
-        .await;
-        drained = Some(healed.elapsed());
-        let prefix = format!("deliver_iso{n}-");
-        let arrived = sick
-            .arrivals_per_event()
-            .keys()
-            .filter(|id| id.starts_with(&prefix))
-            .count();
-        assert_eq!(arrived, EVENTS, "every sick-destination event arrived");
-    }
-    herald.kill();
-    store.close().await;
-    db.drop_db().await;
-    (rate, drained)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_destination_does_not_starve_a_healthy_one() {
     herald::channels::install_crypto_provider();
     let healthy = Receiver::start().await;
     healthy.set_hold(HEALTHY_LATENCY);
+    // The hanging receiver answers nothing until it heals, and Herald waits for it
+    // (a send timeout longer than the test): its requests stay in flight.
     let sick = Receiver::start().await;
-    sick.set_hold(Duration::from_secs(30));
+    sick.pause();
     let config = routes_file(&healthy, &sick);
+    let (db, store) = seeded(0, &healthy, Some(&sick)).await;
+    let (herald, _base) = spawn(&db, &config, "600000").await;
 
-    let (rate, drained) = round(0, &healthy, Some(&sick), &config, true).await;
+    wait_for(
+        "every healthy event delivered beside the hanging destination",
+        Duration::from_secs(300),
+        async || healthy.count() >= EVENTS,
+    )
+    .await;
+    wait_for(
+        "the hanging destination to hold its cap of sends",
+        Duration::from_secs(60),
+        async || sick.held_at_gate().len() >= DEFAULT_CAP,
+    )
+    .await;
     println!(
-        "ISOLATION contended_rate_per_s={rate:.0} sick_drain_after_heal_s={:.1} \
-         healthy_max_in_flight={} sick_max_in_flight={}",
-        drained.unwrap_or_default().as_secs_f64(),
+        "ISOLATION healthy_max_in_flight={} sick_max_in_flight={}",
         healthy.max_in_flight(),
         sick.max_in_flight(),
     );
     // Without the per-destination cap the hanging receiver would hold every
     // worker slot (256) while the healthy one waited for a free one.
-    assert!(
-        sick.max_in_flight() <= DEFAULT_CAP,
-        "the hanging destination held {} requests at once, over its cap of {DEFAULT_CAP}",
-        sick.max_in_flight()
+    assert_eq!(
+        sick.max_in_flight(),
+        DEFAULT_CAP,
+        "the hanging destination held more requests at once than its cap"
     );
     assert_eq!(
         healthy.max_in_flight(),
         HEALTHY_CAP,
         "the healthy destination was served at its full width beside the hanging one"
     );
+
+    // Healed, the hanging destination's events all go.
+    sick.resume();
+    wait_for(
+        "every event of both destinations delivered",
+        Duration::from_secs(300),
+        async || completed(&store).await == 2 * EVENTS as i64,
+    )
+    .await;
+    let arrived = sick.arrivals_per_event();
+    assert_eq!(
+        arrived.len(),
+        EVENTS,
+        "every hanging-destination event arrived"
+    );
+    assert!(arrived.values().all(|n| *n == 1), "none sent twice");
+    drop(herald);
+    store.close().await;
+    db.drop_db().await;
     healthy.stop();
     sick.stop();
 }

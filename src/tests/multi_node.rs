@@ -125,12 +125,16 @@ async fn three_nodes_on_one_postgres_deliver_every_event_through_a_node_sigkill(
     receiver.verify_with("hook", CALLBACK_SECRET);
     // Each delivery takes a moment, so a killed node dies with sends in flight.
     receiver.set_hold(Duration::from_millis(40));
-    // Claims of 16 (the destination's in-flight cap), so every node holds some of
-    // the one destination's work when the kill lands (one default-sized claim could
-    // take everything due).
+    // Claims of 16 (the destination's in-flight cap), so every node has a share of
+    // the one destination's work; sends that outlast the receiver's pause below
+    // (bounded at 30 s) rather than time out and be retried.
+    let settings = [
+        ("HERALD_WORKER_BATCH_SIZE", "16"),
+        ("HERALD_HTTP_TIMEOUT_MS", "120000"),
+    ];
     let mut nodes = Vec::new();
     for _ in 0..3 {
-        nodes.push(Node::start(&db.url, None, "3", &[("HERALD_WORKER_BATCH_SIZE", "16")]).await);
+        nodes.push(Node::start(&db.url, None, "3", &settings).await);
     }
     let api = Api::new(nodes.iter().map(|n| n.base.clone()).collect(), token);
     let started = Instant::now();
@@ -247,19 +251,20 @@ async fn a_store_outage_is_backed_off_logged_once_and_reported_until_it_ends() {
     let store = db.store().await;
     let token = api_token(&db.url, Role::Operator).await;
     let receiver = Receiver::start().await;
-    // Callbacks that come due while the database is out.
-    let owed: Vec<_> = (0..20)
-        .map(|i| {
-            let mut event = callback(&format!("outage-{i:02}"), &receiver.url());
-            event.delay_ms = 6_000;
-            event
-        })
-        .collect();
-    enqueue(&store, &owed).await;
     let node = Node::start(&db.url, None, "3", &[]).await;
     let ready = readiness(&node.base).await;
     assert_eq!(ready.0, 200, "{ready:?}");
 
+    // Callbacks that come due while the database is out: enqueued just before it
+    // goes, due a few seconds later.
+    let owed: Vec<_> = (0..20)
+        .map(|i| {
+            let mut event = callback(&format!("outage-{i:02}"), &receiver.url());
+            event.delay_ms = 4_000;
+            event
+        })
+        .collect();
+    enqueue(&store, &owed).await;
     let mut admin = postgres_admin().await;
     admin
         .execute(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false").as_str())
@@ -274,6 +279,7 @@ async fn a_store_outage_is_backed_off_logged_once_and_reported_until_it_ends() {
         )
         .await
         .unwrap();
+    assert_eq!(receiver.count(), 0, "none came due before the outage");
     let outage = Instant::now();
     let warns_before = lines_with(&node.process.log, "WARN").len();
 
@@ -373,7 +379,9 @@ async fn a_skewed_node_never_steals_a_live_lease(skew_ms: i64) {
     let db = TestDb::new(Engine::Postgres).await;
     let store = db.store().await;
     let receiver = Receiver::start().await;
-    receiver.set_hold(Duration::from_secs(7));
+    // The honest node's 8 sends stay in flight (leases live, renewed by its
+    // heartbeat) for as long as the skewed node is given to steal them.
+    receiver.pause();
     let held: Vec<_> = (0..8)
         .map(|i| callback(&format!("held-{i}"), &receiver.url()))
         .collect();
@@ -382,11 +390,19 @@ async fn a_skewed_node_never_steals_a_live_lease(skew_ms: i64) {
     // destination's other events to the other node, so both share the work below
     // (one default-sized claim could take all 200 at once).
     let small_claims = ("HERALD_WORKER_BATCH_SIZE", "16");
-    let honest = Node::start(&db.url, None, "2", &[small_claims]).await;
+    // Eight places: while its 8 sends are held it claims nothing else, so the
+    // canaries below can only go to the skewed node.
+    let honest = Node::start(
+        &db.url,
+        None,
+        "2",
+        &[small_claims, ("HERALD_WORKER_CONCURRENCY", "8")],
+    )
+    .await;
     wait_for(
         "the honest node to be sending all 8",
         Duration::from_secs(30),
-        async || receiver.arrivals().len() >= 8,
+        async || receiver.held_at_gate().len() >= 8,
     )
     .await;
     let skew = skew_ms.to_string();
@@ -397,6 +413,27 @@ async fn a_skewed_node_never_steals_a_live_lease(skew_ms: i64) {
         &[small_claims, (herald::clock::TEST_SKEW_ENV, &skew)],
     )
     .await;
+    // Proof that the skewed node has been claiming while the 8 leases were live:
+    // it delivers these (each claim it makes would also take an expired-looking
+    // lease, were its clock trusted).
+    let canary_receiver = Receiver::start().await;
+    let canaries: Vec<_> = (0..32)
+        .map(|i| callback(&format!("canary-{i:02}"), &canary_receiver.url()))
+        .collect();
+    enqueue(&store, &canaries).await;
+    wait_for(
+        "the skewed node to claim and deliver canaries",
+        Duration::from_secs(60),
+        async || {
+            attempts_by_worker(store.pool())
+                .await
+                .iter()
+                .any(|(w, n)| skewed.holds(w) && *n > 0)
+        },
+    )
+    .await;
+    assert_eq!(receiver.held_at_gate().len(), 8, "the 8 still held");
+    receiver.resume();
     wait_for(
         "the held events to complete",
         Duration::from_secs(30),
@@ -452,6 +489,7 @@ async fn a_skewed_node_never_steals_a_live_lease(skew_ms: i64) {
     );
     drop((honest, skewed));
     receiver.stop();
+    canary_receiver.stop();
     store.close().await;
     db.drop_db().await;
 }

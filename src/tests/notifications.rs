@@ -17,6 +17,13 @@ const CALLBACK_SECRET: &str = "whsec_Y2FsbGJhY2stc2VjcmV0LWZvci10ZXN0cw==";
 const ROUTE_SECRET: &str = "whsec_cm91dGUtc2VjcmV0LWZvci10ZXN0cw==";
 
 fn config(receiver: &Receiver, extra: &str) -> tempfile::NamedTempFile {
+    // Long enough that a loaded machine's pause is never a timeout (the timeout
+    // test sets its own).
+    let timeout = if extra.contains("http_timeout_ms") {
+        ""
+    } else {
+        "http_timeout_ms = 10000"
+    };
     let secret = if extra.contains("callback_secret_ref") {
         String::new()
     } else {
@@ -29,7 +36,7 @@ worker_poll_interval_ms = 50
 maintenance_interval_ms = 100
 initial_backoff_ms = 50
 max_backoff_ms = 200
-http_timeout_ms = 1000
+{timeout}
 chat_max_chars = 40
 {extra}
 
@@ -349,7 +356,7 @@ async fn server_errors_and_429_are_retried_with_retry_after_then_complete() {
 async fn a_timeout_is_retried() {
     let receiver = Receiver::start().await;
     receiver.set_hold(Duration::from_millis(1500));
-    let (server, _config) = start(&receiver, "", true).await;
+    let (server, _config) = start(&receiver, "http_timeout_ms = 1000", true).await;
     let api = Api::new(&server).await;
     let run = api.run(Some(receiver.url()), &[]).await;
     let (_, done) = api.finish(&run, "succeeded", json!({})).await;
@@ -659,7 +666,8 @@ async fn bad_transition_input_is_answered_with_a_4xx_that_names_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigkill_while_the_receiver_holds_the_request_redelivers_the_same_id() {
     let receiver = Receiver::start().await;
-    receiver.set_hold(Duration::from_secs(3));
+    // The callback stays unanswered until the kill has landed.
+    receiver.pause();
     let config = config(
         &receiver,
         "destination_allowlist = \"127.0.0.0/8\"\nlease_secs = 2",
@@ -683,11 +691,11 @@ async fn sigkill_while_the_receiver_holds_the_request_redelivers_the_same_id() {
     wait_for(
         "the callback to arrive",
         Duration::from_secs(10),
-        async || !receiver.arrivals().is_empty(),
+        async || !receiver.held_at_gate().is_empty(),
     )
     .await;
     herald.kill();
-    receiver.set_hold(Duration::ZERO);
+    receiver.resume();
 
     let herald = HeraldProcess::spawn(&db.url, &flags);
     let deadline = Instant::now() + Duration::from_secs(30);

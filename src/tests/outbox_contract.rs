@@ -8,6 +8,7 @@ use app::dto::DeliveryStatus;
 use herald::outbox::model::{NewEvent, RetryRefusal, Settle, Settlement, Source};
 use herald::store::ports::{ManualRetry, OutboxStore, RunRepository};
 use herald::store::SqlStore;
+use sqlx::Executor;
 
 use crate::support::{claim, claim_request, enqueue, settlement, TestDb};
 
@@ -242,13 +243,18 @@ async fn stale_lease_tokens_cannot_write(db: &TestDb) {
 async fn expired_leases_are_reclaimed_with_a_new_token(db: &TestDb) {
     let store = db.store().await;
     enqueue(&store, &[event("slow")]).await;
-    let first = claim(&store, &claim_request(10, 300)).await;
+    let first = claim(&store, &claim_request(10, 30_000)).await;
     assert_eq!(first.len(), 1);
     assert!(
-        claim(&store, &claim_request(10, 300)).await.is_empty(),
+        claim(&store, &claim_request(10, 30_000)).await.is_empty(),
         "a live lease is not taken over"
     );
-    tokio::time::sleep(Duration::from_millis(450)).await;
+    // The lease runs out (set in the past rather than waited for).
+    store
+        .pool()
+        .execute("UPDATE outbox_events SET lease_expires_at = 1 WHERE event_id = 'slow'")
+        .await
+        .unwrap();
     let second = claim(&store, &claim_request(10, 30_000)).await;
     assert_eq!(
         second.len(),
@@ -291,10 +297,12 @@ async fn retries_follow_the_backoff_and_the_cycle_ends_failed_with_a_dead_letter
     use herald::outbox::policy::RetryPolicy;
     let store = db.store().await;
     enqueue(&store, &[event("flaky")]).await;
+    // Backoffs far longer than any pause of a loaded machine, so "not due yet" is
+    // certain; the test then makes each retry due itself instead of waiting.
     let policy = RetryPolicy {
         max_attempts: 6,
-        initial_backoff: Duration::from_millis(40),
-        max_backoff: Duration::from_millis(100),
+        initial_backoff: Duration::from_secs(40),
+        max_backoff: Duration::from_secs(100),
         jitter: false,
         lease: Duration::from_secs(30),
     };
@@ -305,15 +313,8 @@ async fn retries_follow_the_backoff_and_the_cycle_ends_failed_with_a_dead_letter
     };
     let mut delays = Vec::new();
     for attempt in 1..=6 {
-        let mut claimed = Vec::new();
-        for _ in 0..100 {
-            claimed = claim(&store, &claim_request(10, 30_000)).await;
-            if !claimed.is_empty() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert_eq!(claimed.len(), 1, "attempt {attempt} becomes due");
+        let claimed = claim(&store, &claim_request(10, 30_000)).await;
+        assert_eq!(claimed.len(), 1, "attempt {attempt} is due");
         assert_eq!(claimed[0].cycle_attempts, attempt);
         let settle = outcome.settle(&claimed[0], &policy);
         if let Settle::Retry { delay_ms } = settle {
@@ -338,9 +339,19 @@ async fn retries_follow_the_backoff_and_the_cycle_ends_failed_with_a_dead_letter
                 claim(&store, &claim_request(10, 30_000)).await.is_empty(),
                 "not due before the backoff"
             );
+            // The backoff has been checked; skip the wait.
+            store
+                .pool()
+                .execute("UPDATE outbox_events SET next_attempt_at = 0 WHERE event_id = 'flaky'")
+                .await
+                .unwrap();
         }
     }
-    assert_eq!(delays, vec![40, 80, 100, 100, 100], "exponential, capped");
+    assert_eq!(
+        delays,
+        vec![40_000, 80_000, 100_000, 100_000, 100_000],
+        "exponential, capped"
+    );
     let failed = store.get_event("flaky").await.unwrap().unwrap();
     assert_eq!(failed.status, DeliveryStatus::Failed);
     assert_eq!(failed.attempts, 6);

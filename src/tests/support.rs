@@ -272,11 +272,9 @@ pub struct Arrival {
     pub body: serde_json::Value,
     /// Whether a Standard Webhooks verifier accepted it (None: no secret to check with).
     pub verified: Option<bool>,
-    /// When it arrived.
+    /// When it arrived (rates in `benches/isolation.rs`).
+    #[allow(dead_code)]
     pub at: std::time::Instant,
-    /// When it arrived by the wall clock (ms since the epoch), as Herald's stored
-    /// times are.
-    pub wall_ms: i64,
 }
 
 /// A real HTTP receiver on loopback that records every request it is sent, answers
@@ -446,7 +444,6 @@ impl ReceiverState {
             body: json,
             verified,
             at: std::time::Instant::now(),
-            wall_ms: wall_ms(),
         });
         let _unanswered = InFlight::enter(&self.in_flight);
         let hold = *self.hold.lock().unwrap();
@@ -619,22 +616,40 @@ impl HeraldProcess {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// SIGTERM, then the exit status within `within`.
-    pub fn terminate(mut self, within: std::time::Duration) -> Option<std::process::ExitStatus> {
+    /// Sends SIGTERM (a graceful stop: drain, then exit).
+    pub fn sigterm(&self) {
         let pid = self.child.id().to_string();
         std::process::Command::new("kill")
             .args(["-TERM", &pid])
             .status()
             .expect("kill -TERM");
+    }
+
+    /// The exit status, if the process exits within `within`.
+    pub fn exited_within(
+        &mut self,
+        within: std::time::Duration,
+    ) -> Option<std::process::ExitStatus> {
         let deadline = std::time::Instant::now() + within;
-        while std::time::Instant::now() < deadline {
+        loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Some(status);
             }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        let _ = self.child.kill();
-        None
+    }
+
+    /// SIGTERM, then the exit status within `within` (SIGKILL if it has none).
+    pub fn terminate(mut self, within: std::time::Duration) -> Option<std::process::ExitStatus> {
+        self.sigterm();
+        let status = self.exited_within(within);
+        if status.is_none() {
+            let _ = self.child.kill();
+        }
+        status
     }
 }
 
