@@ -527,9 +527,13 @@ async fn three_nodes_on_galera_survive_a_database_kill_a_node_kill_and_a_quorum_
     let receiver = Receiver::start().await;
     receiver.verify_with("hook", CALLBACK_SECRET);
     receiver.set_hold(Duration::from_millis(40));
+    // Sends outlast the receiver's pause below (bounded at 30 s) rather than time out.
+    let settings = [("HERALD_HTTP_TIMEOUT_MS", "120000")];
     let mut nodes = Vec::new();
     for url in &urls {
-        nodes.push(Some(Node::start(url, Some(config.path()), "3", &[]).await));
+        nodes.push(Some(
+            Node::start(url, Some(config.path()), "3", &settings).await,
+        ));
     }
     let bases: Vec<String> = nodes.iter().flatten().map(|n| n.base.clone()).collect();
     let api = Api::new(bases.clone(), token.clone());
@@ -542,10 +546,27 @@ async fn three_nodes_on_galera_survive_a_database_kill_a_node_kill_and_a_quorum_
         async || receiver.arrivals().len() >= runs / 4,
     )
     .await;
+    // From here sends are held at the receiver's gate (the load goes on), so Herald
+    // node 2 is still holding one in flight when it is killed, however fast the
+    // load went.
+    receiver.pause();
     galera.kill(3);
     tokio::time::sleep(Duration::from_secs(2)).await;
     // Then Herald node 2 dies.
-    nodes[1].take().unwrap().process.kill();
+    let victim = nodes[1].take().unwrap();
+    wait_for(
+        "Herald node 2 to have a send held at the receiver",
+        Duration::from_secs(30),
+        async || {
+            let in_flight = receiver.held_at_gate();
+            held_by(&events(store.pool()).await, victim.pid)
+                .iter()
+                .any(|id| in_flight.contains(id))
+        },
+    )
+    .await;
+    victim.process.kill();
+    receiver.resume();
 
     let acked = load.await.unwrap();
     // A request cut off by a kill may have committed; its retry elsewhere is then

@@ -657,6 +657,12 @@ impl Drop for HeraldProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failing test keeps the child's output to read; a passing one leaves
+        // nothing behind in the temp folder.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(&self.log);
+            let _ = std::fs::remove_file(&self.out);
+        }
     }
 }
 
