@@ -1,16 +1,17 @@
 import { defineConfig } from "@playwright/test";
 
-const port = Number(process.env.HERALD_E2E_PORT ?? 3917);
-
 export default defineConfig({
   testDir: "./tests",
-  timeout: 60_000,
+  // Bounds, not speed targets: generous enough for a loaded CI machine, and a test
+  // that hangs still fails.
+  timeout: 120_000,
+  expect: { timeout: 15_000 },
   fullyParallel: false,
   workers: 1,
   retries: 0,
   reporter: [["list"]],
   use: {
-    baseURL: `http://127.0.0.1:${port}`,
+    // baseURL comes from the port Herald picked: see tests/fixtures.ts.
     trace: "off",
     launchOptions: {
       // Debian's Chromium; Playwright never downloads a browser here.
@@ -28,11 +29,19 @@ export default defineConfig({
     },
   },
   webServer: {
-    // Starts Herald on a fresh temporary SQLite database with one user per role.
-    command: `bash ./serve.sh ${port}`,
-    url: `http://127.0.0.1:${port}/readyz`,
+    // The shared receiver and Herald (a fresh temporary SQLite database, one user per
+    // role), each on a port it picked itself.
+    command: "bash ./serve.sh",
+    // serve.sh prints this line once Herald answers /readyz; Playwright puts the named
+    // groups in the tests' environment as HERALD_E2E_BASE_URL and HERALD_E2E_RECEIVER_URL.
+    // The trailing newline makes sure a URL is never read half-written.
+    wait: {
+      stdout: /Herald e2e ready: base=(?<herald_e2e_base_url>http:\S+) receiver=(?<herald_e2e_receiver_url>http:\S+)\n/,
+    },
     reuseExistingServer: false,
-    timeout: 60_000,
+    timeout: 120_000,
+    // SIGTERM lets serve.sh stop its children and remove its temporary directory.
+    gracefulShutdown: { signal: "SIGTERM", timeout: 15_000 },
     stdout: "pipe",
     stderr: "pipe",
   },

@@ -1,34 +1,21 @@
-import { test, expect, type APIRequestContext } from "@playwright/test";
-import http from "node:http";
-import { password, waitForHydration } from "./helpers";
+import type { APIRequestContext } from "@playwright/test";
+import { test, expect } from "./fixtures";
+import { password, screenshotPath, signIn, uniqueTag, waitForHydration } from "./helpers";
+import { SharedReceiver } from "./receiver";
 
 test.describe.configure({ mode: "serial" });
 
-/** A real receiver on loopback: /ok answers 200, /fail 503 with `Retry-After: 60`
- * (a floor under any configured backoff); records event ids. */
-const arrivals: { path: string; id: string }[] = [];
-let receiver: http.Server;
+// Prompts reach the shared receiver over the routes serve.sh configures from
+// approvals.toml: e2e-approvers posts to /ok (200), e2e-flaky to /fail, which answers
+// 503 with a Retry-After (a floor under any configured backoff), so a failed prompt
+// waits that long for its retry. Definition ids carry this spec's own tag.
+const receiver = new SharedReceiver();
+const tag = uniqueTag("approvals");
+const RETRY_AFTER_S = 30;
 
 test.beforeAll(async () => {
-  receiver = http.createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      arrivals.push({ path: req.url ?? "", id: String(req.headers["webhook-id"] ?? "") });
-      if (req.url === "/fail") {
-        res.statusCode = 503;
-        res.setHeader("retry-after", "60");
-      } else {
-        res.statusCode = 200;
-      }
-      res.end();
-    });
-  });
-  await new Promise<void>((resolve) => receiver.listen(3918, "127.0.0.1", resolve));
-});
-
-test.afterAll(async () => {
-  receiver.closeAllConnections(); // Herald keeps idle keep-alive connections open
-  await new Promise((resolve) => receiver.close(resolve));
+  await receiver.steer("/ok", { status: 200 });
+  await receiver.steer("/fail", { status: 503, retryAfter: RETRY_AFTER_S });
 });
 
 async function adminApi(request: APIRequestContext, baseURL: string) {
@@ -56,29 +43,33 @@ async function definition(post: (p: string, d: unknown) => Promise<any>, id: str
   });
 }
 
-async function signInAdmin(page: import("@playwright/test").Page, next: string) {
-  await page.goto(next);
-  await expect(page).toHaveURL(/\/login\?next=/);
-  await page.getByLabel("Username").fill("admin");
-  await page.getByLabel("Password").fill(password("admin"));
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await waitForHydration(page);
+/** Prompts of `approvalId` that arrived at the receiver's `path`. */
+async function prompts(path: string, approvalId: string) {
+  return (await receiver.arrivals(path)).filter((a) => a.id === `approval_${approvalId}`);
+}
+
+/** The replay shelf's count for `status`: over every approval, so tests compare it with before. */
+function shelfCount(text: string, status: string) {
+  return Number(text.match(new RegExp(`(?:^|· )${status}: (\\d+)`))?.[1] ?? 0);
 }
 
 test("submit prompts a real receiver; Recall from the console replays the field update", async ({ page, playwright, baseURL }) => {
   const request = await playwright.request.newContext({ baseURL });
   const post = await adminApi(request, baseURL!);
-  await definition(post, "e2e-deal", "e2e-approvers");
+  await definition(post, `${tag}-deal`, "e2e-approvers");
   const account = await post("/api/v1/records/Account", { fields: { Status: "Customer" } });
   const deal = await post("/api/v1/records/Opportunity", { fields: { AccountId: account.id } });
-  const approval = await post("/api/v1/approvals", { definition_id: "e2e-deal", record_id: deal.id });
-  await expect.poll(() => arrivals.map((a) => a.id)).toContain(`approval_${approval.id}`);
+  const approval = await post("/api/v1/approvals", { definition_id: `${tag}-deal`, record_id: deal.id });
+  await expect.poll(async () => (await receiver.arrivals("/ok")).map((a) => a.id)).toContain(`approval_${approval.id}`);
 
-  await signInAdmin(page, `/approvals?id=${approval.id}`);
+  await signIn(page, "admin", `/approvals?id=${approval.id}`);
   await expect(page).toHaveURL(new RegExp(`/approvals\\?id=${approval.id}$`));
   const detail = page.getByTestId("approval-detail");
   await expect(detail).toContainText("pending");
   await expect(page.locator('[data-testid=approval-event][data-kind=approval_prompt]')).toHaveAttribute("data-status", "completed");
+  const shelf = page.getByTestId("replay-counts");
+  await expect(shelf).toBeVisible();
+  const completedBefore = shelfCount((await shelf.textContent())!, "completed");
   await page.getByTestId("recall-button").click();
   await expect(detail.getByTestId("status").first()).toHaveText("removed");
   await expect(page.getByTestId("recall-button")).toHaveCount(0);
@@ -91,41 +82,59 @@ test("submit prompts a real receiver; Recall from the console replays the field 
     .toBe("completed");
   const record = await (await request.get(`/api/v1/records/Account/${account.id}`)).json();
   expect(record.fields.Status).toBe("Prospect");
-  await expect(page.getByTestId("replay-counts")).toContainText("completed: 1");
+  // This recall's replay is one more completed on the shelf.
+  await expect(shelf).toHaveText(new RegExp(`(^|· )completed: ${completedBefore + 1}( ·|$)`));
   await expect(page.getByTestId("approval-row").first()).toBeVisible();
   await request.dispose();
 });
 
 test("an approval decided before its prompt is delivered never sends it", async ({ page, playwright, baseURL }) => {
+  // This test waits out the prompt's Retry-After (see below) on top of the usual.
+  test.setTimeout(test.info().timeout + RETRY_AFTER_S * 1_000);
   const request = await playwright.request.newContext({ baseURL });
   const post = await adminApi(request, baseURL!);
-  await definition(post, "e2e-flaky-deal", "e2e-flaky");
+  await definition(post, `${tag}-flaky-deal`, "e2e-flaky");
+  // Signed in beforehand, so the decision follows the failed prompt closely.
+  await signIn(page, "admin", "/approvals");
   const deal = await post("/api/v1/records/Opportunity", { fields: { Name: "flaky" } });
-  const approval = await post("/api/v1/approvals", { definition_id: "e2e-flaky-deal", record_id: deal.id });
-  const prompt = `approval_${approval.id}`;
-  // The first attempt fails (503, Retry-After 60 s); the prompt waits, undelivered.
-  await expect.poll(() => arrivals.filter((a) => a.id === prompt).length).toBe(1);
+  const approval = await post("/api/v1/approvals", { definition_id: `${tag}-flaky-deal`, record_id: deal.id });
+  // The first attempt fails (503 with Retry-After): the prompt waits, undelivered,
+  // and would be retried no sooner than this.
+  await expect.poll(async () => (await prompts("/fail", approval.id)).length).toBe(1);
+  const retryDue = (await prompts("/fail", approval.id))[0].at + RETRY_AFTER_S * 1_000;
 
-  await signInAdmin(page, `/approvals?id=${approval.id}`);
+  await page.goto(`/approvals?id=${approval.id}`);
+  await waitForHydration(page);
   await page.getByTestId("approve-button").click();
   await expect(page.getByTestId("approval-detail").getByTestId("status").first()).toHaveText("approved");
+  expect(Date.now(), "the approval was decided while its prompt waited for the retry").toBeLessThan(retryDue);
   await page.reload();
   await waitForHydration(page);
   await expect(page.locator("[data-testid=approval-event][data-kind=approval_prompt]")).toHaveAttribute("data-status", "skipped");
-  await page.waitForTimeout(3_000); // a skipped prompt is never claimed again
-  expect(arrivals.filter((a) => a.id === prompt).length).toBe(1);
+  // A skipped prompt is never claimed again: wait until well past the moment its
+  // retry would have been claimed (worker polls every 100 ms), then count.
+  await page.waitForTimeout(Math.max(0, retryDue + 5_000 - Date.now()));
+  expect(await prompts("/fail", approval.id)).toHaveLength(1);
   await request.dispose();
 });
 
-test("a reader sees approvals but no buttons", async ({ page }) => {
-  await page.goto("/approvals");
-  await page.getByLabel("Username").fill("reader");
-  await page.getByLabel("Password").fill(password("reader"));
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await waitForHydration(page);
-  await expect(page.getByTestId("approval-row").first()).toBeVisible();
-  await page.getByTestId("approval-row").first().locator("a").click();
-  await expect(page.getByTestId("approval-detail")).toBeVisible();
+test("a reader sees approvals but no buttons", async ({ page, playwright, baseURL }) => {
+  // An approval of this test's own, still pending: an admin would see buttons on it.
+  const request = await playwright.request.newContext({ baseURL });
+  const post = await adminApi(request, baseURL!);
+  await definition(post, `${tag}-review`, "e2e-approvers");
+  const deal = await post("/api/v1/records/Opportunity", { fields: { Name: "review" } });
+  const approval = await post("/api/v1/approvals", { definition_id: `${tag}-review`, record_id: deal.id });
+  await expect.poll(async () => (await receiver.arrivals("/ok")).map((a) => a.id)).toContain(`approval_${approval.id}`);
+  await request.dispose();
+
+  await signIn(page, "reader", "/approvals");
+  const row = page.locator(`[data-testid=approval-row][data-approval-id="${approval.id}"]`);
+  await expect(row).toBeVisible();
+  await row.locator("a").click();
+  const detail = page.getByTestId("approval-detail");
+  await expect(detail).toHaveAttribute("data-approval-id", approval.id);
+  await expect(detail).toContainText("pending");
   await expect(page.locator("[data-testid$=-button]")).toHaveCount(0);
-  await page.screenshot({ path: "../docs/approvals-page.png", fullPage: true });
+  await page.screenshot({ path: screenshotPath("approvals-page.png"), fullPage: true });
 });

@@ -1,15 +1,38 @@
-import { expect, type Page, type APIRequestContext } from "@playwright/test";
+import path from "node:path";
+import { randomUUID } from "node:crypto";
+import type { Page, APIRequestContext } from "@playwright/test";
+import { expect } from "./fixtures";
 
 export const password = (role: string) => `${role}-password-e2e`;
 
-/** Signs in through the login form and waits for the hydrated Runs page. */
-export async function signIn(page: Page, role: string) {
-  await page.goto("/runs");
+/**
+ * A name no other spec, and no earlier run against the same server, uses: specs put
+ * it in their tenants, types and ids so they count only what they made themselves.
+ */
+export const uniqueTag = (prefix: string) => `${prefix}-${randomUUID().slice(0, 8)}`;
+
+/**
+ * Where a test writes a screenshot: HERALD_E2E_SCREENSHOTS_DIR if set (a maintainer
+ * refreshes the README's images with HERALD_E2E_SCREENSHOTS_DIR=../docs), else the
+ * untracked test-results/screenshots.
+ */
+export function screenshotPath(name: string) {
+  const dir = process.env.HERALD_E2E_SCREENSHOTS_DIR || path.join(__dirname, "..", "test-results", "screenshots");
+  return path.resolve(dir, name);
+}
+
+export const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+/** Opens `next`, signs in through the login form it leads to, and waits for the hydrated `next`. */
+export async function signIn(page: Page, role: string, next = "/runs") {
+  await page.goto(next);
   await expect(page).toHaveURL(/\/login\?next=/);
+  // Hydration fills in the form's `next` field: a form sent sooner lands on /runs.
+  await waitForHydration(page);
   await page.getByLabel("Username").fill(role);
   await page.getByLabel("Password").fill(password(role));
   await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page).toHaveURL(/\/runs$/);
+  await expect(page).toHaveURL(new RegExp(`${escapeRegExp(next)}$`));
   await waitForHydration(page);
 }
 

@@ -1,35 +1,69 @@
-import { test, expect, type APIRequestContext } from "@playwright/test";
+import type { APIRequestContext } from "@playwright/test";
 import { spawn, type ChildProcess } from "node:child_process";
+import path from "node:path";
+import { test, expect } from "./fixtures";
 import { password, signIn } from "./helpers";
 import { expectAccessible } from "./a11y";
 
 // The ephemeral store: its own `herald serve --database-url memory://` (the shared
-// test server runs on SQLite). Runs work; the pages that need the durable outbox
-// show a designed "unavailable on this store" notice, accessible, not an error.
+// test server runs on SQLite), on a port it picks itself. Runs work; the pages that
+// need the durable outbox show a designed "unavailable on this store" notice,
+// accessible, not an error.
 
 test.describe.configure({ mode: "serial" });
 
-const port = Number(process.env.HERALD_E2E_MEMORY_PORT ?? 3927);
-const base = `http://127.0.0.1:${port}`;
-let server: ChildProcess;
+/** Bounds for a loaded machine: how long the server may take to listen and be ready. */
+const START_MS = 60_000;
+const target = path.resolve(__dirname, "..", "..", "target");
+let server: ChildProcess | undefined;
+let base = "";
 let api: APIRequestContext;
 
-test.use({ baseURL: base });
+test.use({ baseURL: async ({}, use) => use(base) });
+
+/** Starts `herald serve` on port 0 and resolves to its URL once it prints it. */
+function serve(args: string[]): Promise<string> {
+  // Only the settings given here: none of the caller's HERALD_* variables.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("HERALD_")));
+  const child = spawn(path.join(target, process.env.PROFILE ?? "debug", "herald"), ["serve", "--listen", "127.0.0.1:0", ...args], {
+    env: { ...env, HERALD_ADMIN_PASSWORD: password("admin"), HERALD_DRAIN_DEADLINE_SECS: "2" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  server = child;
+  return new Promise((resolve, reject) => {
+    let stdout = "";
+    let stderr = "";
+    const fail = (why: string) => {
+      clearTimeout(timer);
+      reject(new Error(`herald ${why}:\n${stderr}`));
+    };
+    const timer = setTimeout(() => fail(`printed no URL within ${START_MS} ms`), START_MS);
+    const onStdout = (chunk: Buffer) => {
+      stdout += chunk;
+      const url = stdout.match(/Herald console: (http:\/\/127\.0\.0\.1:\d+)\/runs\n/)?.[1];
+      if (url) {
+        clearTimeout(timer);
+        // Still drained, so the child never blocks writing to a full pipe.
+        child.stdout!.off("data", onStdout).resume();
+        resolve(url);
+      }
+    };
+    child.stdout!.on("data", onStdout);
+    child.stderr!.on("data", (chunk) => (stderr = (stderr + chunk).slice(-4_000)));
+    child.once("error", (err) => fail(`did not start: ${err.message}`));
+    child.once("exit", (code, signal) => fail(`exited (${code ?? signal}) before listening`));
+  });
+}
 
 test.beforeAll(async ({ playwright }) => {
-  server = spawn(
-    `../target/${process.env.PROFILE ?? "debug"}/herald`,
-    ["serve", "--database-url", "memory://", "--listen", `127.0.0.1:${port}`, "--site-root", "../target/site"],
-    { env: { ...process.env, HERALD_ADMIN_PASSWORD: password("admin") }, stdio: "ignore" },
-  );
-  for (let i = 0; i < 200; i++) {
-    try {
-      if ((await fetch(`${base}/readyz`)).ok) break;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  base = await serve(["--database-url", "memory://", "--site-root", path.join(target, "site")]);
+  // Listening is not yet ready.
+  const readyz = async () => {
+    const resp = await fetch(`${base}/readyz`).catch(() => undefined);
+    await resp?.arrayBuffer();
+    return resp?.status;
+  };
+  await expect.poll(readyz, { timeout: START_MS }).toBe(200);
   api = await playwright.request.newContext({ baseURL: base, extraHTTPHeaders: { origin: base } });
   const login = await api.post("/auth/login", {
     form: { username: "admin", password: password("admin"), next: "/runs" },
@@ -40,7 +74,14 @@ test.beforeAll(async ({ playwright }) => {
 
 test.afterAll(async () => {
   await api?.dispose();
-  server?.kill("SIGTERM");
+  const child = server;
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.kill("SIGTERM");
+  // Bounded: a server that does not stop is killed outright.
+  const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+  await exited;
+  clearTimeout(timer);
 });
 
 test("pages that need the outbox say durable delivery is unavailable on this store", async ({ page }) => {

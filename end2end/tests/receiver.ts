@@ -1,17 +1,60 @@
 import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { serverUrl } from "./fixtures";
+
+/** How a receiver path answers: its plan first (one status per request), then `status`. */
+export type Steering = { status?: number; plan?: number[]; retryAfter?: number };
+export type Arrival = { path: string; id: string; at: number; status: number; headers: Record<string, string> };
 
 /**
- * A real HTTP receiver on loopback for the browser tests: webhooks arrive on /hook,
- * chat messages on /chat. Each path answers from its plan (one status per request),
- * then with its default status.
+ * The shared receiver serve.sh started before Herald (../receiver-server.mjs), which
+ * Herald's configured routes point at: steered, and read, over its control API.
+ * Each spec steers only the paths it uses.
+ */
+export class SharedReceiver {
+  // Read when used, not when a spec is loaded (`playwright test --list` starts no server).
+  get base() {
+    return serverUrl("HERALD_E2E_RECEIVER_URL");
+  }
+
+  get port() {
+    return Number(new URL(this.base).port);
+  }
+
+  url(path: string) {
+    return `${this.base}${path}`;
+  }
+
+  /** Replaces how `path` answers (unset fields: 200, no plan, no Retry-After). */
+  async steer(path: string, how: Steering) {
+    const resp = await fetch(this.url("/_e2e/steer"), { method: "POST", body: JSON.stringify({ path, ...how }) });
+    if (!resp.ok) throw new Error(`steering ${path}: ${resp.status} ${await resp.text()}`);
+  }
+
+  /** Requests that arrived at `path`, oldest first. */
+  async arrivals(path: string): Promise<Arrival[]> {
+    const resp = await fetch(this.url(`/_e2e/arrivals?path=${encodeURIComponent(path)}`));
+    if (!resp.ok) throw new Error(`arrivals at ${path}: ${resp.status}`);
+    return resp.json();
+  }
+}
+
+/**
+ * A receiver of a spec's own, in this process, on a port the OS picks: for callback
+ * URLs a spec names per run, so no route in Herald's config needs to know the port.
+ * Each path answers from its plan (one status per request), then with its default.
  */
 export class Receiver {
   private server?: http.Server;
-  readonly defaults: Record<string, number> = { "/hook": 200, "/chat": 200 };
-  readonly plans: Record<string, number[]> = { "/hook": [], "/chat": [] };
+  readonly defaults: Record<string, number> = { "/hook": 200 };
+  readonly plans: Record<string, number[]> = { "/hook": [] };
   readonly received: { path: string; at: number }[] = [];
 
-  constructor(readonly port: number) {}
+  get port(): number {
+    const address = this.server?.address() as AddressInfo | null | undefined;
+    if (!address) throw new Error("the receiver is not listening");
+    return address.port;
+  }
 
   url(path: string) {
     return `http://127.0.0.1:${this.port}${path}`;
@@ -30,7 +73,7 @@ export class Receiver {
     });
     await new Promise<void>((resolve, reject) => {
       this.server!.once("error", reject);
-      this.server!.listen(this.port, "127.0.0.1", () => resolve());
+      this.server!.listen(0, "127.0.0.1", () => resolve());
     });
   }
 
