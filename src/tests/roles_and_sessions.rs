@@ -289,3 +289,42 @@ async fn a_signed_out_cookie_replayed_is_refused_and_sign_in_rotates_the_session
     assert_eq!(write.status(), StatusCode::UNAUTHORIZED);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_sign_in_form_sent_before_hydration_returns_to_the_page_asked_for() {
+    let server = TestServer::start().await;
+    let client = bare_client(&server);
+    // The page as the server sends it, before any script runs.
+    let html = client
+        .get(server.url("/login?next=%2Fdeliveries%3Fstatus%3Dfailed"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let field = html
+        .split("<input")
+        .find(|input| input.contains(r#"name="next""#))
+        .expect("a next field in the form");
+    let next = field
+        .split(r#"value=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("the next field has a value in the HTML: {field}"));
+    assert_eq!(next, "/deliveries?status=failed");
+    // Sent as it stands, the form signs in and goes back there.
+    let resp = client
+        .post(server.url("/auth/login"))
+        .form(&[
+            ("username", "admin"),
+            ("password", ADMIN_PASSWORD),
+            ("next", next),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    assert_eq!(crate::support::location(&resp), "/deliveries?status=failed");
+    server.stop().await;
+}

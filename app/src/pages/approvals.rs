@@ -108,7 +108,9 @@ fn ApprovalsTable(rows: Vec<ApprovalRow>) -> impl IntoView {
         .into_any();
     }
     view! {
-        <div class="panel table-wrap">
+        // Wider than the screen, it scrolls: focusable and named, so a keyboard
+        // can scroll it too.
+        <div class="panel table-wrap" tabindex="0" role="region" aria-label="Approvals">
             <table class="runs" data-testid="approvals-table">
                 <thead>
                     <tr>

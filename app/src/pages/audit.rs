@@ -54,7 +54,9 @@ fn AuditTable(page: Page) -> impl IntoView {
         .next_cursor
         .map(|cursor| format!("/audit?after={cursor}"));
     view! {
-        <div class="panel table-wrap">
+        // Wider than the screen, it scrolls: focusable and named, so a keyboard
+        // can scroll it too.
+        <div class="panel table-wrap" tabindex="0" role="region" aria-label="Audit trail">
             <table class="runs" data-testid="audit-table">
                 <thead>
                     <tr>

@@ -186,7 +186,9 @@ fn DeliveriesTable(
         .into_any()
     } else {
         view! {
-            <div class="panel table-wrap">
+            // Wider than the screen, it scrolls: focusable and named, so a keyboard
+            // can scroll it too.
+            <div class="panel table-wrap" tabindex="0" role="region" aria-label="Deliveries">
                 <table class="runs" data-testid="deliveries-table">
                     <thead>
                         <tr>

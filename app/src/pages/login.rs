@@ -43,7 +43,9 @@ pub fn LoginPage() -> impl IntoView {
                     "Password"
                     <input name="password" type="password" autocomplete="current-password" required />
                 </label>
-                <input type="hidden" name="next" prop:value=next />
+                // An attribute, not a property: it is in the server's HTML, so a form
+                // sent before hydration still goes back to the page asked for.
+                <input type="hidden" name="next" value=next />
                 <button type="submit" class="primary">"Sign in"</button>
             </form>
         </main>

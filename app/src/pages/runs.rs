@@ -298,7 +298,9 @@ fn FilterBar(
 #[component]
 fn RunsTable(runs: Vec<RunSummary>) -> impl IntoView {
     view! {
-        <div class="panel table-wrap">
+        // Wider than the screen, it scrolls: focusable and named, so a keyboard
+        // can scroll it too.
+        <div class="panel table-wrap" tabindex="0" role="region" aria-label="Runs">
             <table class="runs" data-testid="runs-table">
                 <thead>
                     <tr>
