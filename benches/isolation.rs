@@ -7,7 +7,8 @@
 //! machine's. Solo and contended rounds alternate `repeat` times (default 2) on
 //! fresh databases, and the best rate of each is compared.
 //!
-//! `cargo bench --bench isolation -- [repeat N]`
+//! `cargo bench --bench isolation -- [repeat N]` (docs/BENCHMARKS.md's figures:
+//! `cargo bench --profile dev --bench isolation`, the debug build the test uses)
 //! Figures go to stdout as one `ISOLATION …` line for docs/BENCHMARKS.md.
 
 #[allow(dead_code)]

@@ -27,7 +27,8 @@ export const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g
 export async function signIn(page: Page, role: string, next = "/runs") {
   await page.goto(next);
   await expect(page).toHaveURL(/\/login\?next=/);
-  // Hydration fills in the form's `next` field: a form sent sooner lands on /runs.
+  // On the hydrated page, as a user would (a form sent before hydration keeps its
+  // `next` too: the field is in the server's HTML, tested in roles_and_sessions.rs).
   await waitForHydration(page);
   await page.getByLabel("Username").fill(role);
   await page.getByLabel("Password").fill(password(role));

@@ -25,7 +25,7 @@ const DEAD_ROWS_SHARE: i64 = 10;
 
 /// Whether a table with these statistics (dead rows, live rows, rows changed since
 /// the last ANALYZE) is due a `VACUUM (ANALYZE)`: either count past the floor plus a
-/// tenth of the live rows, as autovacuum's own default trigger.
+/// tenth of the live rows (in the manner of autovacuum's scale-factor trigger).
 fn needs_tidy(dead: i64, live: i64, changed: i64) -> bool {
     let threshold = DEAD_ROWS_FLOOR + live / DEAD_ROWS_SHARE;
     dead >= threshold || changed >= threshold

@@ -390,13 +390,15 @@ async fn a_skewed_node_never_steals_a_live_lease(skew_ms: i64) {
     // destination's other events to the other node, so both share the work below
     // (one default-sized claim could take all 200 at once).
     let small_claims = ("HERALD_WORKER_BATCH_SIZE", "16");
+    // Sends outlast the pause (bounded below) rather than time out and be resent.
+    let patient = ("HERALD_HTTP_TIMEOUT_MS", "300000");
     // Eight places: while its 8 sends are held it claims nothing else, so the
     // canaries below can only go to the skewed node.
     let honest = Node::start(
         &db.url,
         None,
         "2",
-        &[small_claims, ("HERALD_WORKER_CONCURRENCY", "8")],
+        &[small_claims, patient, ("HERALD_WORKER_CONCURRENCY", "8")],
     )
     .await;
     wait_for(
@@ -410,7 +412,7 @@ async fn a_skewed_node_never_steals_a_live_lease(skew_ms: i64) {
         &db.url,
         None,
         "2",
-        &[small_claims, (herald::clock::TEST_SKEW_ENV, &skew)],
+        &[small_claims, patient, (herald::clock::TEST_SKEW_ENV, &skew)],
     )
     .await;
     // Proof that the skewed node has been claiming while the 8 leases were live:
@@ -432,6 +434,12 @@ async fn a_skewed_node_never_steals_a_live_lease(skew_ms: i64) {
         },
     )
     .await;
+    // Each of the 8 sent once, and still held: no lease was taken over meanwhile.
+    let sent = receiver.arrivals_per_event();
+    assert!(
+        sent.len() == 8 && sent.values().all(|n| *n == 1),
+        "a live lease was stolen: {sent:?}"
+    );
     assert_eq!(receiver.held_at_gate().len(), 8, "the 8 still held");
     receiver.resume();
     wait_for(

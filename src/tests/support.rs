@@ -347,9 +347,16 @@ impl Receiver {
         self.state.gate.closed.send_replace(false);
     }
 
-    /// The most requests this receiver held unanswered at once.
+    /// The most requests this receiver held unanswered at once (since the last
+    /// [`Receiver::reset_max_in_flight`]).
     pub fn max_in_flight(&self) -> usize {
         self.state.in_flight.lock().unwrap().1
+    }
+
+    /// Starts counting the most requests held at once from those held now.
+    pub fn reset_max_in_flight(&self) {
+        let mut in_flight = self.state.in_flight.lock().unwrap();
+        in_flight.1 = in_flight.0;
     }
 
     /// The event ids of the requests held at the paused gate now.
@@ -483,14 +490,6 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// Now by the wall clock, in ms since the epoch.
-pub fn wall_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
 /// Where a paused [`Receiver`] holds requests.
 struct Gate {
     closed: tokio::sync::watch::Sender<bool>,
@@ -550,9 +549,11 @@ impl HeraldProcess {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> HeraldProcess {
+        // Under target/tmp (kept for a failing test to read, gone with `cargo clean`).
         let name = uuid::Uuid::new_v4().simple().to_string();
-        let log_path = std::env::temp_dir().join(format!("herald-child-{name}.log"));
-        let out_path = std::env::temp_dir().join(format!("herald-child-{name}.out"));
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let log_path = dir.join(format!("herald-child-{name}.log"));
+        let out_path = dir.join(format!("herald-child-{name}.out"));
         let log = std::fs::File::create(&log_path).unwrap();
         let out = std::fs::File::create(&out_path).unwrap();
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_herald"));
@@ -657,12 +658,6 @@ impl Drop for HeraldProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        // A failing test keeps the child's output to read; a passing one leaves
-        // nothing behind in the temp folder.
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_file(&self.log);
-            let _ = std::fs::remove_file(&self.out);
-        }
     }
 }
 
@@ -711,7 +706,8 @@ pub struct SecretFile(tempfile::NamedTempFile);
 
 impl SecretFile {
     pub fn new(secret: &str) -> SecretFile {
-        let file = tempfile::NamedTempFile::new().unwrap();
+        // Under target/tmp: the process-wide ones (`secret_ref`) are never dropped.
+        let file = tempfile::NamedTempFile::new_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         std::fs::write(file.path(), secret).unwrap();
         SecretFile(file)
     }
@@ -742,6 +738,14 @@ pub fn refusing_port() -> (tokio::net::TcpSocket, u16) {
     socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let port = socket.local_addr().unwrap().port();
     (socket, port)
+}
+
+/// Now by the wall clock, in ms since the epoch.
+pub fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }
 
 /// Polls `check` every 50 ms until it holds; panics naming `what` after `within`.

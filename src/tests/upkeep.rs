@@ -1,7 +1,8 @@
 //! Keeping PostgreSQL's hot tables small (`store::upkeep`, issue 9 item 3), on a
 //! real server: once churn leaves enough dead rows, maintenance vacuums and
-//! analyzes the table (whether or not autovacuum is on), one node at a time; below
-//! the threshold, and on the other engines, it does nothing.
+//! analyzes the table (whether or not autovacuum is on; the test turns it off for
+//! its table so that only the upkeep cleans), one node at a time; below the
+//! threshold, and on the other engines, it does nothing.
 
 use std::time::Duration;
 

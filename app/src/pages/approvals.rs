@@ -7,7 +7,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use super::{CapabilityNotice, TopBar};
+use super::{CapabilityNotice, ScrollingTable, TopBar};
 use crate::approvals::{
     approval_detail, list_approvals, replay_shelf, ActOnApproval, ApprovalDetailView, ApprovalRow,
     ReplayShelfView, RetryReplay,
@@ -108,9 +108,7 @@ fn ApprovalsTable(rows: Vec<ApprovalRow>) -> impl IntoView {
         .into_any();
     }
     view! {
-        // Wider than the screen, it scrolls: focusable and named, so a keyboard
-        // can scroll it too.
-        <div class="panel table-wrap" tabindex="0" role="region" aria-label="Approvals">
+        <ScrollingTable label="Approvals">
             <table class="runs" data-testid="approvals-table">
                 <thead>
                     <tr>
@@ -141,7 +139,7 @@ fn ApprovalsTable(rows: Vec<ApprovalRow>) -> impl IntoView {
                         .collect_view()}
                 </tbody>
             </table>
-        </div>
+        </ScrollingTable>
     }
     .into_any()
 }

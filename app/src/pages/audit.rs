@@ -8,7 +8,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 use super::runs::display_time;
-use super::{ErrorPanel, TopBar};
+use super::{ErrorPanel, ScrollingTable, TopBar};
 use crate::api::audit_trail;
 use crate::dto::AuditPage as Page;
 
@@ -54,9 +54,7 @@ fn AuditTable(page: Page) -> impl IntoView {
         .next_cursor
         .map(|cursor| format!("/audit?after={cursor}"));
     view! {
-        // Wider than the screen, it scrolls: focusable and named, so a keyboard
-        // can scroll it too.
-        <div class="panel table-wrap" tabindex="0" role="region" aria-label="Audit trail">
+        <ScrollingTable label="Audit trail">
             <table class="runs" data-testid="audit-table">
                 <thead>
                     <tr>
@@ -93,7 +91,7 @@ fn AuditTable(page: Page) -> impl IntoView {
                         .collect_view()}
                 </tbody>
             </table>
-        </div>
+        </ScrollingTable>
         <nav class="pager" aria-label="Pages">
             {next.map(|href| view! { <a href=href class="button">"Older entries →"</a> })}
         </nav>

@@ -11,7 +11,7 @@ use leptos_router::hooks::use_query_map;
 
 use super::breakers::BreakerPanel;
 use super::runs::{display_time, short_id};
-use super::{ErrorPanel, TopBar};
+use super::{ErrorPanel, ScrollingTable, TopBar};
 use crate::api::{bulk_retry, current_viewer, list_deliveries, preview_bulk_retry, Failure};
 use crate::dto::{
     BulkOutcome, BulkPreview, DeliveryFilter, DeliveryPage, DeliveryQuery, DeliveryStatus,
@@ -186,9 +186,7 @@ fn DeliveriesTable(
         .into_any()
     } else {
         view! {
-            // Wider than the screen, it scrolls: focusable and named, so a keyboard
-            // can scroll it too.
-            <div class="panel table-wrap" tabindex="0" role="region" aria-label="Deliveries">
+            <ScrollingTable label="Deliveries">
                 <table class="runs" data-testid="deliveries-table">
                     <thead>
                         <tr>
@@ -206,7 +204,7 @@ fn DeliveriesTable(
                         {page.events.into_iter().map(|d| view! { <DeliveryRow d /> }).collect_view()}
                     </tbody>
                 </table>
-            </div>
+            </ScrollingTable>
         }
         .into_any()
     };

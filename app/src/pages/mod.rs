@@ -185,6 +185,21 @@ pub fn CapabilityNotice(
     }
 }
 
+/// A table panel that scrolls sideways when wider than the screen: a focusable,
+/// named region, so a keyboard can scroll it too.
+#[component]
+pub fn ScrollingTable(
+    /// What the region holds, for screen readers.
+    label: &'static str,
+    children: Children,
+) -> impl IntoView {
+    view! {
+        <div class="panel table-wrap" tabindex="0" role="region" aria-label=label>
+            {children()}
+        </div>
+    }
+}
+
 /// The top bar: product name, navigation and who is signed in.
 #[component]
 fn TopBar() -> impl IntoView {

@@ -10,7 +10,7 @@ use leptos_router::NavigateOptions;
 
 use leptos_router::components::Form;
 
-use super::{ErrorPanel, TopBar};
+use super::{ErrorPanel, ScrollingTable, TopBar};
 use crate::api::{list_runs, Failure};
 use crate::dto::{DeliveryCounts, DeliveryFilter, DeliveryStatus, RunPage, RunStatus, RunSummary};
 
@@ -298,9 +298,7 @@ fn FilterBar(
 #[component]
 fn RunsTable(runs: Vec<RunSummary>) -> impl IntoView {
     view! {
-        // Wider than the screen, it scrolls: focusable and named, so a keyboard
-        // can scroll it too.
-        <div class="panel table-wrap" tabindex="0" role="region" aria-label="Runs">
+        <ScrollingTable label="Runs">
             <table class="runs" data-testid="runs-table">
                 <thead>
                     <tr>
@@ -318,7 +316,7 @@ fn RunsTable(runs: Vec<RunSummary>) -> impl IntoView {
                     {runs.into_iter().map(|run| view! { <RunRow run /> }).collect_view()}
                 </tbody>
             </table>
-        </div>
+        </ScrollingTable>
     }
 }
 
