@@ -41,14 +41,13 @@ export class SharedReceiver {
 
 /**
  * A receiver of a spec's own, in this process, on a port the OS picks: for callback
- * URLs a spec names per run, so no route in Herald's config needs to know the port.
- * Each path answers from its plan (one status per request), then with its default.
+ * URLs a spec names per run, so no route in Herald's config needs to know the port,
+ * and a destination of its own (its breaker is not the shared receiver's). Each
+ * path answers with its default status (404 for a path without one).
  */
 export class Receiver {
   private server?: http.Server;
   readonly defaults: Record<string, number> = { "/hook": 200 };
-  readonly plans: Record<string, number[]> = { "/hook": [] };
-  readonly received: { path: string; at: number }[] = [];
 
   get port(): number {
     const address = this.server?.address() as AddressInfo | null | undefined;
@@ -65,8 +64,7 @@ export class Receiver {
       const path = (req.url ?? "/").split("?")[0];
       req.resume();
       req.on("end", () => {
-        this.received.push({ path, at: Date.now() });
-        const status = this.plans[path]?.shift() ?? this.defaults[path] ?? 404;
+        const status = this.defaults[path] ?? 404;
         res.writeHead(status, { "content-type": "text/plain" });
         res.end(String(status));
       });

@@ -6,9 +6,9 @@
 //!   window, that pair is refused until the window has passed;
 //! - per username, whatever the address: after `max_failures × USER_FACTOR`
 //!   failures within the window, the user is slowed down rather than locked out —
-//!   one attempt per slowdown interval (`login_slowdown_ms`, 5 s by default) is let
-//!   through, so rotating addresses gains
-//!   an attacker almost nothing while the real user can still sign in.
+//!   one attempt per slowdown interval (`login_slowdown_ms`, 5 s by default) is
+//!   let through, so rotating addresses gains an attacker almost nothing while the
+//!   real user can still sign in.
 //!
 //! Keys are SHA-256 digests (fixed size, whatever the username's length) in maps
 //! with a hard cap that evicts the oldest window first.

@@ -1,8 +1,8 @@
 //! Several `herald serve` nodes and the load they share, for the multi-node tests
 //! (`multi_node.rs`) and the nodes benchmark (`benches/nodes.rs`, which includes
 //! this file): the 3-node Galera cluster of `scripts/galera-cluster`, real Herald
-//! processes on loopback ports they pick and report, and an API client that moves on to the next
-//! node when one is down, as a load balancer would.
+//! processes on loopback ports they pick and report, and an API client that moves
+//! on to the next node when one is down, as a load balancer would.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

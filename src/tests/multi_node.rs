@@ -115,6 +115,38 @@ fn held_by(rows: &[EventRow], pid: u32) -> HashSet<String> {
         .collect()
 }
 
+/// A send timeout longer than all the bounded waits that run while a scene below
+/// keeps the receiver's gate closed: held sends stay in flight instead of timing
+/// out and going again.
+const PATIENT_SENDS: (&str, &str) = ("HERALD_HTTP_TIMEOUT_MS", "300000");
+
+/// SIGKILLs `node` once it provably holds work: with `receiver` paused, waits
+/// (bounded) until a send leased to the node is held unanswered at the gate, kills
+/// it, and resumes the receiver. Returns the events the node held when it died (no
+/// one takes those over before their leases end).
+async fn kill_holding_a_send(
+    node: Node,
+    receiver: &Receiver,
+    pool: &sqlx::AnyPool,
+) -> HashSet<String> {
+    wait_for(
+        "the node to have a send held at the receiver",
+        Duration::from_secs(30),
+        async || {
+            let in_flight = receiver.held_at_gate();
+            held_by(&events(pool).await, node.pid)
+                .iter()
+                .any(|id| in_flight.contains(id))
+        },
+    )
+    .await;
+    let pid = node.pid;
+    node.process.kill();
+    let held = held_by(&events(pool).await, pid);
+    receiver.resume();
+    held
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_nodes_on_one_postgres_deliver_every_event_through_a_node_sigkill() {
     let runs = if full_size() { 5_000 } else { 1_000 };
@@ -126,12 +158,8 @@ async fn three_nodes_on_one_postgres_deliver_every_event_through_a_node_sigkill(
     // Each delivery takes a moment, so a killed node dies with sends in flight.
     receiver.set_hold(Duration::from_millis(40));
     // Claims of 16 (the destination's in-flight cap), so every node has a share of
-    // the one destination's work; sends that outlast the receiver's pause below
-    // (bounded at 30 s) rather than time out and be retried.
-    let settings = [
-        ("HERALD_WORKER_BATCH_SIZE", "16"),
-        ("HERALD_HTTP_TIMEOUT_MS", "120000"),
-    ];
+    // the one destination's work.
+    let settings = [("HERALD_WORKER_BATCH_SIZE", "16"), PATIENT_SENDS];
     let mut nodes = Vec::new();
     for _ in 0..3 {
         nodes.push(Node::start(&db.url, None, "3", &settings).await);
@@ -149,24 +177,8 @@ async fn three_nodes_on_one_postgres_deliver_every_event_through_a_node_sigkill(
     // Arrange the kill to land with the victim holding work: the receiver holds
     // every request at its gate, so a send the victim has in flight stays in
     // flight (claimed, unsettled) until the kill.
-    let victim = nodes.remove(1);
-    let victim_pid = victim.pid;
     receiver.pause();
-    wait_for(
-        "the victim to have a send held at the receiver",
-        Duration::from_secs(30),
-        async || {
-            let in_flight = receiver.held_at_gate();
-            held_by(&events(store.pool()).await, victim_pid)
-                .iter()
-                .any(|id| in_flight.contains(id))
-        },
-    )
-    .await;
-    victim.process.kill();
-    // What it held when it died: no one else takes those over before its lease ends.
-    let held = held_by(&events(store.pool()).await, victim_pid);
-    receiver.resume();
+    let held = kill_holding_a_send(nodes.remove(1), &receiver, store.pool()).await;
     assert!(
         !held.is_empty(),
         "the kill landed with the node holding work"
@@ -390,15 +402,17 @@ async fn a_skewed_node_never_steals_a_live_lease(skew_ms: i64) {
     // destination's other events to the other node, so both share the work below
     // (one default-sized claim could take all 200 at once).
     let small_claims = ("HERALD_WORKER_BATCH_SIZE", "16");
-    // Sends outlast the pause (bounded below) rather than time out and be resent.
-    let patient = ("HERALD_HTTP_TIMEOUT_MS", "300000");
     // Eight places: while its 8 sends are held it claims nothing else, so the
     // canaries below can only go to the skewed node.
     let honest = Node::start(
         &db.url,
         None,
         "2",
-        &[small_claims, patient, ("HERALD_WORKER_CONCURRENCY", "8")],
+        &[
+            small_claims,
+            PATIENT_SENDS,
+            ("HERALD_WORKER_CONCURRENCY", "8"),
+        ],
     )
     .await;
     wait_for(
@@ -412,7 +426,11 @@ async fn a_skewed_node_never_steals_a_live_lease(skew_ms: i64) {
         &db.url,
         None,
         "2",
-        &[small_claims, patient, (herald::clock::TEST_SKEW_ENV, &skew)],
+        &[
+            small_claims,
+            PATIENT_SENDS,
+            (herald::clock::TEST_SKEW_ENV, &skew),
+        ],
     )
     .await;
     // Proof that the skewed node has been claiming while the 8 leases were live:
@@ -535,8 +553,7 @@ async fn three_nodes_on_galera_survive_a_database_kill_a_node_kill_and_a_quorum_
     let receiver = Receiver::start().await;
     receiver.verify_with("hook", CALLBACK_SECRET);
     receiver.set_hold(Duration::from_millis(40));
-    // Sends outlast the receiver's pause below (bounded at 30 s) rather than time out.
-    let settings = [("HERALD_HTTP_TIMEOUT_MS", "120000")];
+    let settings = [PATIENT_SENDS];
     let mut nodes = Vec::new();
     for url in &urls {
         nodes.push(Some(
@@ -561,20 +578,7 @@ async fn three_nodes_on_galera_survive_a_database_kill_a_node_kill_and_a_quorum_
     galera.kill(3);
     tokio::time::sleep(Duration::from_secs(2)).await;
     // Then Herald node 2 dies.
-    let victim = nodes[1].take().unwrap();
-    wait_for(
-        "Herald node 2 to have a send held at the receiver",
-        Duration::from_secs(30),
-        async || {
-            let in_flight = receiver.held_at_gate();
-            held_by(&events(store.pool()).await, victim.pid)
-                .iter()
-                .any(|id| in_flight.contains(id))
-        },
-    )
-    .await;
-    victim.process.kill();
-    receiver.resume();
+    kill_holding_a_send(nodes[1].take().unwrap(), &receiver, store.pool()).await;
 
     let acked = load.await.unwrap();
     // A request cut off by a kill may have committed; its retry elsewhere is then
