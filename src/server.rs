@@ -53,11 +53,13 @@ pub fn account_service(store: &SqlStore, settings: &Settings) -> AccountService 
 }
 
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
+    // First: a stop asked for while starting up is a drain.
+    let shutdown = shutdown_signal();
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let first_admin_password = std::env::var(ADMIN_PASSWORD_ENV).ok();
-    run(listener, settings, first_admin_password, shutdown_signal()).await
+    run(listener, settings, first_admin_password, shutdown).await
 }
 
 /// Serves on `listener` until `shutdown` resolves, then stops claiming work, drains
@@ -230,25 +232,42 @@ fn spawn_session_cleanup(sessions: DbSessionStore, stop: CancellationToken) {
     });
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Resolves on SIGTERM or Ctrl-C, listening from the moment it is called rather
+/// than from its first poll: `run` polls it only once it serves HTTP, after the
+/// workers have started, and a SIGTERM in between would otherwise kill the process
+/// (the signal's default) instead of draining it.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+    let (mut terminate, mut interrupt) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        (
+            signal(SignalKind::terminate()).ok(),
+            signal(SignalKind::interrupt()).ok(),
+        )
     };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = terminate => {},
+    async move {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = next_of(&mut terminate) => {},
+                _ = next_of(&mut interrupt) => {},
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        tracing::info!("shutdown requested");
     }
-    tracing::info!("shutdown requested");
+}
+
+/// The next delivery of `signal`; never, if it could not be listened for.
+#[cfg(unix)]
+async fn next_of(signal: &mut Option<tokio::signal::unix::Signal>) {
+    match signal {
+        Some(signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending::<()>().await,
+    }
 }
