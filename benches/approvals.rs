@@ -12,7 +12,6 @@ use herald::approvals::model::{kinds, DefinitionSpec};
 use herald::approvals::planner::ApprovalPlanner;
 use herald::approvals::replay::ReplayHandler;
 use herald::config::{Settings, SettingsArgs};
-use herald::notifications::NotificationPlanner;
 use herald::outbox::handler::Registry;
 use herald::outbox::metrics::Metrics;
 use herald::outbox::model::Source;
@@ -75,7 +74,7 @@ async fn run(engine: Engine, n: usize) {
     let (store, admin, _dir) = open(engine).await;
     let settings = Settings::resolve(&SettingsArgs::default()).unwrap();
     let planner = Arc::new(ApprovalPlanner::new(
-        Arc::new(NotificationPlanner::new(&settings)),
+        Arc::new(herald::routes::Routes::new(&settings.routes)),
         &retry_policy(&settings),
         &replay_policy(&settings),
     ));

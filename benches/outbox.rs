@@ -56,6 +56,7 @@ fn event(id: String) -> NewEvent {
         redeliverable: true,
         max_attempts: 6,
         delay_ms: 0,
+        destination: None,
     }
 }
 
@@ -312,7 +313,6 @@ async fn latency(engine: Engine, seconds: u64, per_second: u64) {
 async fn webhooks(engine: Engine, runs: usize) {
     use app::dto::{Role, RunStatus, Viewer};
     use herald::config::{Settings, SettingsArgs};
-    use herald::notifications::NotificationPlanner;
     use herald::service::runs::{CreateRun, RunService, TransitionRequest};
 
     // The receiver: records when each run's callback arrived.
@@ -349,22 +349,23 @@ async fn webhooks(engine: Engine, runs: usize) {
     })
     .unwrap();
     let store = bench.store().await;
-    let planner = Arc::new(NotificationPlanner::new(&settings));
+    let planner = Arc::new(herald::runtime::jobs_planner(&settings));
     let stop = CancellationToken::new();
     let metrics = Arc::new(Metrics::new());
     let runtime =
         herald::runtime::Runtime::start(&settings, &store, &planner, metrics, stop.clone())
             .await
             .unwrap();
+    let jobs = runtime.source(herald::outbox::model::Source::Jobs);
     let deliveries = herald::service::deliveries::DeliveryService::new(
-        runtime.jobs.store().clone(),
+        jobs.outbox.store().clone(),
         Arc::new(store.clone()),
-        runtime.jobs_registry.clone(),
+        jobs.registry.clone(),
         settings.max_attempts,
     );
     let service = RunService::new(
         Arc::new(store.clone()),
-        runtime.jobs.clone(),
+        jobs.outbox.clone(),
         planner,
         deliveries,
         1 << 20,

@@ -6,6 +6,8 @@
 //! Test-only: `HERALD_TEST_CLOCK_SKEW_MS=<signed ms>` shifts this clock, so a test
 //! can run a node whose clock is wrong and show that it still never takes a live
 //! lease. Never set it in production.
+//!
+//! [`format_ms`] writes any stored instant (milliseconds) for people and JSON.
 
 use std::sync::OnceLock;
 
@@ -24,4 +26,15 @@ fn skew_ms() -> i64 {
 /// Epoch milliseconds by this process's clock (shifted by the test skew, if set).
 pub fn local_now_ms() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000_000 + skew_ms()
+}
+
+/// Formats store milliseconds as RFC 3339 UTC.
+pub fn format_ms(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
 }

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::routes::RouteConfig;
+
 /// A setting that could not be read; the message names the setting.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -153,64 +155,6 @@ settings! {
     replay_lease_secs: u64 = 30, "HERALD_REPLAY_LEASE_SECS";
 }
 
-/// Route names go into event ids (`dead_letter_deliver_<run>_<route>_<cycle>`),
-/// which must fit a 191-character key on MySQL.
-pub const MAX_ROUTE_NAME_LEN: usize = 64;
-
-/// A named, configured destination for run results (DESIGN §1 "delivery routes").
-#[derive(Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct RouteConfig {
-    pub name: String,
-    pub channel: RouteChannel,
-    pub url: String,
-    /// Shown as the sender (chat) or in the body (webhook).
-    #[serde(default)]
-    pub brand: Option<String>,
-    /// Webhook signing secret, or SMTP `user:password` (e-mail), by reference
-    /// (env:NAME or file:/path).
-    #[serde(default)]
-    pub secret_ref: Option<String>,
-    /// E-mail: the recipients (one address or a list).
-    #[serde(default, deserialize_with = "one_or_many")]
-    pub to: Vec<String>,
-    /// E-mail: the sender's address (the brand is its display name).
-    #[serde(default)]
-    pub from: Option<String>,
-    /// E-mail: the subject template (`{run_id}`, `{status}`, … from the snapshot).
-    #[serde(default)]
-    pub subject: Option<String>,
-    /// E-mail: the text body template.
-    #[serde(default)]
-    pub body: Option<String>,
-    /// Deliveries in flight at once to this route's destination origin
-    /// (default: `destination_max_in_flight`).
-    #[serde(default)]
-    pub max_in_flight: Option<usize>,
-}
-
-/// `to = "a@x"` or `to = ["a@x", "b@y"]`.
-fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany {
-        One(String),
-        Many(Vec<String>),
-    }
-    Ok(match OneOrMany::deserialize(d)? {
-        OneOrMany::One(one) => vec![one],
-        OneOrMany::Many(many) => many,
-    })
-}
-
-#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum RouteChannel {
-    Webhook,
-    Chat,
-    Email,
-}
-
 #[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum LogFormat {
@@ -318,45 +262,11 @@ impl Settings {
                 setting: "routes",
                 message,
             };
-            if route.name.len() > MAX_ROUTE_NAME_LEN {
-                return Err(invalid(format!(
-                    "route name {:?} is longer than {MAX_ROUTE_NAME_LEN} characters",
-                    route.name
-                )));
-            }
-            if route.name.is_empty()
-                || !route
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            {
-                return Err(invalid(format!(
-                    "route name {:?} may hold only letters, digits, - and _",
-                    route.name
-                )));
-            }
+            route.check_name().map_err(invalid)?;
             if !names.insert(route.name.as_str()) {
                 return Err(invalid(format!("route {:?} is defined twice", route.name)));
             }
-            if route.channel == RouteChannel::Email {
-                crate::channels::email::validate_route(route)
-                    .map_err(|e| invalid(format!("route {:?}: {e}", route.name)))?;
-            } else {
-                crate::service::runs::validate_url("url", &route.url)
-                    .map_err(|e| invalid(format!("route {:?}: {e}", route.name)))?;
-                crate::channels::email::refuse_email_settings(route)
-                    .map_err(|e| invalid(format!("route {:?}: {e}", route.name)))?;
-            }
-            if route.max_in_flight == Some(0) {
-                return Err(invalid(format!(
-                    "route {:?}: max_in_flight must be greater than zero",
-                    route.name
-                )));
-            }
-            if let Some(reference) = &route.secret_ref {
-                crate::channels::secrets::validate_reference(reference)
-                    .map_err(|e| invalid(format!("route {:?}: {e}", route.name)))?;
-            }
+            route.check().map_err(invalid)?;
         }
         let mut definition_ids = std::collections::HashSet::new();
         for definition in &self.approval_definitions {
@@ -461,7 +371,10 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        assert_eq!(settings.routes[0].channel, RouteChannel::Chat);
+        assert_eq!(
+            settings.routes[0].channel,
+            crate::routes::RouteChannel::Chat
+        );
         let file = write("dead_letter_route = \"nobody\"\n");
         let err = Settings::resolve(&SettingsArgs {
             config: Some(file.path().to_path_buf()),
@@ -479,7 +392,7 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("pager"), "{err}");
-        let long = "r".repeat(MAX_ROUTE_NAME_LEN + 1);
+        let long = "r".repeat(crate::routes::MAX_ROUTE_NAME_LEN + 1);
         let file = write(&format!(
             "[[routes]]\nname = \"{long}\"\nchannel = \"chat\"\nurl = \"https://a.example\"\n"
         ));

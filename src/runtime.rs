@@ -1,9 +1,13 @@
-//! The outbox machinery of one `herald serve` process: a worker pool per store with
-//! handlers, a maintenance loop per store, and (on PostgreSQL) a LISTEN/NOTIFY
-//! wake-up so events committed by other nodes do not wait a poll interval. A store
-//! without a durable outbox (`memory://`) gets none of these: its sources' gauges
-//! are declared and stay at "unavailable", and its events are sent best effort
-//! (see [`crate::best_effort`]).
+//! The outbox machinery of one `herald serve` process, built from the configured
+//! sources: per store, one availability view, one breaker view with its sync loop,
+//! one maintenance loop and (on PostgreSQL) a LISTEN/NOTIFY wake-up so events
+//! committed by other nodes do not wait a poll interval; per source, an outbox for
+//! its producers and its worker pools. A store without a durable outbox
+//! (`memory://`) gets none of the loops: its sources' gauges are declared and stay
+//! at "unavailable", and its events are sent best effort (see
+//! [`crate::outbox::best_effort`]).
+//!
+//! Adding a source means adding a [`SourceSpec`] in [`Runtime::start`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,18 +17,16 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::approvals::model::kinds as approval_kinds;
 use crate::approvals::planner::ApprovalPlanner;
-use crate::approvals::prompts::PromptHandler;
-use crate::approvals::replay::ReplayHandler;
+use crate::approvals::registry::registries as approval_registries;
 use crate::channels::chat::ChatHandler;
 use crate::channels::email::EmailHandler;
 use crate::channels::guard::DestinationGuard;
 use crate::channels::webhook::{delivery_client, WebhookHandler};
 use crate::config::Settings;
-use crate::notifications::{kinds, DeliveryHandler, NotificationPlanner};
+use crate::jobs::{JobsPlan, JobsPlanner};
 use crate::outbox::availability::StoreHealth;
-use crate::outbox::destinations::{origin_of_url, DestinationHealth, HealthConfig};
+use crate::outbox::destinations::{DestinationHealth, HealthConfig};
 use crate::outbox::handler::Registry;
 use crate::outbox::maintenance::Maintenance;
 use crate::outbox::metrics::Metrics;
@@ -32,25 +34,67 @@ use crate::outbox::model::Source;
 use crate::outbox::policy::RetryPolicy;
 use crate::outbox::worker::{DrainReport, Worker, WorkerConfig};
 use crate::outbox::Outbox;
+use crate::routes::{DeliveryHandler, Routes};
 use crate::store::{Engine, GroupCommitter, GroupLimits, SqlStore, StoreOptions};
 
+/// One source as the rest of the process sees it.
+#[derive(Clone)]
+pub struct SourceRuntime {
+    pub source: Source,
+    /// The store the source's state and events live in.
+    pub store: SqlStore,
+    /// The source's outbox, for its producers.
+    pub outbox: Outbox,
+    /// Every kind of the source with its handler and policy (retries, best effort).
+    pub registry: Arc<Registry>,
+}
+
 pub struct Runtime {
-    /// The jobs store's outbox, for producers.
-    pub jobs: Outbox,
-    /// The jobs source's handlers and their policies.
-    pub jobs_registry: Arc<Registry>,
-    /// The approvals store (the jobs store unless `approvals_database_url` is set).
-    pub approvals_store: SqlStore,
-    /// The approvals store's outbox, for the approvals source's producers.
-    pub approvals: Outbox,
-    /// Every approvals kind's handler and policy (prompts, alerts, replay).
-    pub approvals_registry: Arc<Registry>,
+    /// The configured sources, jobs first.
+    pub sources: Vec<SourceRuntime>,
     pub approval_planner: Arc<ApprovalPlanner>,
     /// Each durable store's availability as its workers see it (for `/readyz`).
     pub health: Vec<Arc<StoreHealth>>,
     workers: Vec<JoinHandle<DrainReport>>,
     background: Vec<JoinHandle<()>>,
-    extra_stores: Vec<SqlStore>,
+    /// Stores this runtime opened (closed after the drain).
+    opened_stores: Vec<SqlStore>,
+}
+
+/// What a source brings: its store, its kinds, and the worker pools that run them.
+struct SourceSpec {
+    source: Source,
+    /// The store's URL: sources with one URL share one store.
+    url: String,
+    store: SqlStore,
+    /// Whether its producers' commits may be grouped (where the engine can).
+    group_commit: bool,
+    /// Every kind of the source.
+    registry: Arc<Registry>,
+    pools: Vec<Pool>,
+}
+
+/// One worker pool of a source: some of its kinds, under one worker setting.
+struct Pool {
+    registry: Arc<Registry>,
+    config: WorkerConfig,
+    /// Woken by commits (its source's and other nodes'), or polling only.
+    wakes_on_commit: bool,
+    /// Held to per-destination caps and breakers.
+    capped: bool,
+}
+
+/// The jobs source's planner (routes, callback signing, dead-letter route).
+pub fn jobs_planner(settings: &Settings) -> JobsPlanner {
+    JobsPlanner::new(
+        Arc::new(Routes::new(&settings.routes)),
+        JobsPlan {
+            callback_secret_ref: Some(settings.callback_secret_ref.clone())
+                .filter(|s| !s.is_empty()),
+            dead_letter_route: Some(settings.dead_letter_route.clone()).filter(|s| !s.is_empty()),
+            max_attempts: settings.max_attempts,
+        },
+    )
 }
 
 pub fn retry_policy(settings: &Settings) -> RetryPolicy {
@@ -74,6 +118,8 @@ pub fn replay_policy(settings: &Settings) -> RetryPolicy {
     }
 }
 
+/// The route delivery every source sends over, and the callbacks' webhook sender:
+/// one HTTP client (one connection pool) and one destination guard for all.
 pub fn delivery_handler(
     settings: &Settings,
 ) -> anyhow::Result<(Arc<DeliveryHandler>, WebhookHandler)> {
@@ -93,85 +139,11 @@ pub fn delivery_handler(
     Ok((deliveries, WebhookHandler::new(client, guard)))
 }
 
-/// The approvals source's handlers: prompts and alerts on one worker, the recall
-/// replay on its own (its poll interval and batch are its own settings); and all
-/// three together, for retries and maintenance.
-fn approvals_registries(
-    settings: &Settings,
-    store: &SqlStore,
-    deliveries: &Arc<DeliveryHandler>,
-) -> (Registry, Registry, Registry) {
-    let policy = retry_policy(settings);
-    let prompts = Arc::new(PromptHandler {
-        store: store.clone(),
-        delivery: deliveries.clone(),
-    });
-    let replayer = Arc::new(ReplayHandler::new(store.clone()));
-    let add_notices = |registry: &mut Registry| {
-        registry
-            .register(
-                approval_kinds::APPROVAL_PROMPT,
-                Source::Approvals,
-                policy.clone(),
-                prompts.clone(),
-            )
-            .register(
-                approval_kinds::ALERT,
-                Source::Approvals,
-                policy.clone(),
-                deliveries.clone(),
-            );
-    };
-    let add_replay = |registry: &mut Registry| {
-        registry.register(
-            approval_kinds::FIELD_UPDATE,
-            Source::Approvals,
-            replay_policy(settings),
-            replayer.clone(),
-        );
-    };
-    let (mut notices, mut replays, mut all) = (Registry::new(), Registry::new(), Registry::new());
-    add_notices(&mut notices);
-    add_replay(&mut replays);
-    add_notices(&mut all);
-    add_replay(&mut all);
-    (notices, replays, all)
-}
-
-/// The handlers of the jobs source: callbacks, route deliveries, dead-letter notices.
-fn jobs_registry(
-    settings: &Settings,
-    planner: &Arc<NotificationPlanner>,
-    deliveries: Arc<DeliveryHandler>,
-    webhook: WebhookHandler,
-) -> Registry {
-    let policy = retry_policy(settings);
-    let mut registry = Registry::new();
-    registry
-        .register(
-            kinds::CALLBACK,
-            Source::Jobs,
-            policy.clone(),
-            Arc::new(webhook),
-        )
-        .register(
-            kinds::DELIVERY,
-            Source::Jobs,
-            policy.clone(),
-            deliveries.clone(),
-        )
-        .register(kinds::DEAD_LETTER, Source::Jobs, policy, deliveries);
-    if let Some(notifier) = planner.dead_letter_notifier() {
-        registry.set_dead_letter_notifier(notifier);
-    }
-    registry
-}
-
 /// Per-destination caps and breakers: configured routes by their origin.
 pub fn health_config(settings: &Settings) -> HealthConfig {
     let mut routes = HashMap::new();
     for route in &settings.routes {
-        if let Some(origin) = origin_of_url(&route.url) {
+        if let Some(origin) = crate::routes::origin(&route.url) {
             let cap = route
                 .max_in_flight
                 .unwrap_or(settings.destination_max_in_flight);
@@ -204,234 +176,241 @@ fn worker_config(settings: &Settings) -> WorkerConfig {
     }
 }
 
+/// The replay worker polls on its own interval and batch (seed 000's worker config).
+fn replay_worker_config(settings: &Settings) -> WorkerConfig {
+    WorkerConfig {
+        batch_size: settings.replay_batch_size,
+        concurrency: (settings.replay_batch_size as usize).min(settings.worker_concurrency),
+        poll_interval: Duration::from_millis(settings.replay_poll_interval_ms),
+        drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
+        ..WorkerConfig::default()
+    }
+}
+
+/// What one store serves: its sources, their wake-ups and registries.
+struct StoreGroup {
+    store: SqlStore,
+    url: String,
+    sources: Vec<&'static str>,
+    wakes: Vec<Arc<Notify>>,
+    registries: Vec<Arc<Registry>>,
+}
+
+/// A store's shared views: its availability and its breakers.
+struct StoreLoops {
+    group: StoreGroup,
+    health: Arc<StoreHealth>,
+    destinations: Arc<DestinationHealth>,
+}
+
 impl Runtime {
     pub async fn start(
         settings: &Settings,
         jobs_store: &SqlStore,
-        planner: &Arc<NotificationPlanner>,
+        planner: &Arc<JobsPlanner>,
         metrics: Arc<Metrics>,
         stop: CancellationToken,
     ) -> anyhow::Result<Runtime> {
-        let wake = Arc::new(Notify::new());
-        let mut jobs = Outbox::new(Arc::new(jobs_store.clone()), wake.clone());
-        if jobs_store.engine().groups_commits() {
-            jobs = jobs.with_group_commit(GroupCommitter::start(
-                jobs_store.clone(),
-                GroupLimits::default(),
-            ));
-        }
-        // One HTTP client (one connection pool) and one destination guard for every
-        // source's handlers.
-        let (deliveries, webhook) = delivery_handler(settings)?;
-        let registry = Arc::new(jobs_registry(
-            settings,
-            planner,
-            deliveries.clone(),
-            webhook,
-        ));
-        let separate_approvals = settings.approvals_url() != settings.database_url;
-        let approvals_store = if separate_approvals {
-            SqlStore::open(&StoreOptions {
+        let (deliveries, callbacks) = delivery_handler(settings)?;
+        let policy = retry_policy(settings);
+        let replay = replay_policy(settings);
+        let mut opened_stores = Vec::new();
+        let approvals_store = if settings.approvals_url() != settings.database_url {
+            let store = SqlStore::open(&StoreOptions {
                 url: settings.approvals_url().to_string(),
                 max_connections: settings.database_max_connections,
             })
-            .await?
+            .await?;
+            opened_stores.push(store.clone());
+            store
         } else {
             jobs_store.clone()
         };
-        let approvals_wake = Arc::new(Notify::new());
-        let approvals = Outbox::new(Arc::new(approvals_store.clone()), approvals_wake.clone());
-        let (notices, replays, all) = approvals_registries(settings, &approvals_store, &deliveries);
-        let approvals_registry = Arc::new(all);
-        for (reg, source) in [
-            (&*registry, Source::Jobs),
-            (&*approvals_registry, Source::Approvals),
-        ] {
-            for kind in reg.kinds() {
-                metrics.declare(source.as_str(), &kind);
-            }
-        }
+
+        let jobs = Arc::new(crate::jobs::registry(
+            planner,
+            &policy,
+            deliveries.clone(),
+            callbacks,
+        ));
+        let approvals = approval_registries(&policy, &replay, &approvals_store, &deliveries);
+        let specs = vec![
+            SourceSpec {
+                source: Source::Jobs,
+                url: settings.database_url.clone(),
+                store: jobs_store.clone(),
+                group_commit: true,
+                registry: jobs.clone(),
+                pools: vec![Pool {
+                    registry: jobs,
+                    config: worker_config(settings),
+                    wakes_on_commit: true,
+                    capped: true,
+                }],
+            },
+            SourceSpec {
+                source: Source::Approvals,
+                url: settings.approvals_url().to_string(),
+                store: approvals_store,
+                group_commit: false,
+                registry: Arc::new(approvals.all),
+                pools: vec![
+                    Pool {
+                        registry: Arc::new(approvals.notices),
+                        config: worker_config(settings),
+                        wakes_on_commit: true,
+                        capped: true,
+                    },
+                    Pool {
+                        registry: Arc::new(approvals.replays),
+                        config: replay_worker_config(settings),
+                        wakes_on_commit: false,
+                        capped: false,
+                    },
+                ],
+            },
+        ];
         let approval_planner = Arc::new(ApprovalPlanner::new(
-            planner.clone(),
-            &retry_policy(settings),
-            &replay_policy(settings),
+            Arc::new(Routes::new(&settings.routes)),
+            &policy,
+            &replay,
         ));
         let mut runtime = Runtime {
-            jobs: jobs.clone(),
-            jobs_registry: registry.clone(),
-            approvals_store: approvals_store.clone(),
-            approvals: approvals.clone(),
-            approvals_registry,
+            sources: Vec::new(),
             approval_planner,
             health: Vec::new(),
             workers: Vec::new(),
             background: Vec::new(),
-            extra_stores: Vec::new(),
+            opened_stores,
         };
 
-        let jobs_durable = jobs_store.has_durable_outbox();
-        let approvals_durable = approvals_store.has_durable_outbox();
-        // One health per store, shared by its workers and its maintenance.
-        let jobs_sources = if separate_approvals {
-            vec![Source::Jobs.as_str()]
-        } else {
-            vec![Source::Jobs.as_str(), Source::Approvals.as_str()]
-        };
-        let jobs_health = StoreHealth::new(metrics.clone(), jobs_sources.clone());
-        let approvals_health = if separate_approvals {
-            StoreHealth::new(metrics.clone(), vec![Source::Approvals.as_str()])
-        } else {
-            jobs_health.clone()
-        };
-        if jobs_durable {
-            runtime.health.push(jobs_health.clone());
-        }
-        if separate_approvals && approvals_durable {
-            runtime.health.push(approvals_health.clone());
-        }
-        // One health view per store: its breakers table is what every node shares.
-        let destinations_of = |store: &SqlStore| {
-            Arc::new(DestinationHealth::new(
-                health_config(settings),
-                Arc::new(store.clone()),
-                metrics.clone(),
-            ))
-        };
-        let jobs_destinations = destinations_of(jobs_store);
-        let approvals_destinations = if separate_approvals {
-            destinations_of(&approvals_store)
-        } else {
-            jobs_destinations.clone()
-        };
-        let sync_every = Duration::from_millis(settings.maintenance_interval_ms.min(1_000));
-        if jobs_durable {
-            runtime
-                .background
-                .push(tokio::spawn(jobs_destinations.clone().run_sync(
-                    sync_every,
-                    jobs_health.clone(),
-                    stop.clone(),
-                )));
-        }
-        if separate_approvals && approvals_durable {
-            runtime
-                .background
-                .push(tokio::spawn(approvals_destinations.clone().run_sync(
-                    sync_every,
-                    approvals_health.clone(),
-                    stop.clone(),
-                )));
-        }
-        if jobs_durable {
-            let worker = Worker::new(
-                jobs.store().clone(),
-                registry.clone(),
-                metrics.clone(),
-                worker_config(settings),
-                wake.clone(),
-            )
-            .with_health(jobs_health.clone())
-            .with_destinations(jobs_destinations);
-            runtime.workers.push(tokio::spawn(worker.run(stop.clone())));
-        }
-        if approvals_durable {
-            let notices = Worker::new(
-                approvals.store().clone(),
-                Arc::new(notices),
-                metrics.clone(),
-                worker_config(settings),
-                approvals_wake.clone(),
-            )
-            .with_health(approvals_health.clone())
-            .with_destinations(approvals_destinations);
-            runtime
-                .workers
-                .push(tokio::spawn(notices.run(stop.clone())));
-            // The replay worker polls on its own interval (seed 000's worker config).
-            let replayer = Worker::new(
-                approvals.store().clone(),
-                Arc::new(replays),
-                metrics.clone(),
-                WorkerConfig {
-                    batch_size: settings.replay_batch_size,
-                    concurrency: (settings.replay_batch_size as usize)
-                        .min(settings.worker_concurrency),
-                    poll_interval: Duration::from_millis(settings.replay_poll_interval_ms),
-                    drain_deadline: Duration::from_secs(settings.drain_deadline_secs),
-                    ..WorkerConfig::default()
-                },
-                Arc::new(Notify::new()),
-            )
-            .with_health(approvals_health.clone());
-            runtime
-                .workers
-                .push(tokio::spawn(replayer.run(stop.clone())));
-        }
-        let interval = Duration::from_millis(settings.maintenance_interval_ms);
-        let dead_letter = registry.dead_letter_notifier().cloned();
-        let approvals_registry = runtime.approvals_registry.clone();
-        let jobs_registries = if separate_approvals {
-            vec![registry.clone()]
-        } else {
-            vec![registry.clone(), approvals_registry.clone()]
-        };
-        if jobs_durable {
-            runtime.spawn_maintenance(
-                Maintenance {
-                    store: Arc::new(jobs_store.clone()),
-                    metrics: metrics.clone(),
-                    sources: jobs_sources,
-                    interval,
-                    dead_letter,
-                    registries: jobs_registries,
-                    passes: Default::default(),
-                    health: jobs_health,
-                },
-                &stop,
-            );
-        }
-        if separate_approvals && approvals_durable {
-            runtime.spawn_maintenance(
-                Maintenance {
-                    store: Arc::new(approvals_store.clone()),
-                    metrics: metrics.clone(),
-                    sources: vec![Source::Approvals.as_str()],
-                    interval,
-                    dead_letter: None,
-                    registries: vec![approvals_registry],
-                    passes: Default::default(),
-                    health: approvals_health,
-                },
-                &stop,
-            );
-        }
-        if separate_approvals {
-            runtime.extra_stores.push(approvals_store.clone());
-        }
-        // Approval prompts and alerts wake on commits by other nodes too (the replay
-        // worker polls on its own interval).
-        let mut listeners: Vec<(String, Vec<Arc<Notify>>)> = Vec::new();
-        if jobs_store.engine() == Engine::Postgres {
-            listeners.push((settings.database_url.clone(), vec![wake]));
-        }
-        if approvals_store.engine() == Engine::Postgres {
-            if separate_approvals {
-                listeners.push((settings.approvals_url().to_string(), vec![approvals_wake]));
-            } else if let Some((_, wakes)) = listeners.first_mut() {
-                wakes.push(approvals_wake);
+        // Sources that share a store share its health, breakers and maintenance.
+        let mut shared: Vec<StoreGroup> = Vec::new();
+        for spec in &specs {
+            match shared.iter_mut().find(|g| g.url == spec.url) {
+                Some(group) => {
+                    group.sources.push(spec.source.as_str());
+                    group.registries.push(spec.registry.clone());
+                }
+                None => shared.push(StoreGroup {
+                    store: spec.store.clone(),
+                    url: spec.url.clone(),
+                    sources: vec![spec.source.as_str()],
+                    wakes: Vec::new(),
+                    registries: vec![spec.registry.clone()],
+                }),
             }
         }
-        for (url, wakes) in listeners {
+        let mut groups: Vec<StoreLoops> = shared
+            .into_iter()
+            .map(|group| StoreLoops {
+                health: StoreHealth::new(metrics.clone(), group.sources.clone()),
+                destinations: Arc::new(DestinationHealth::new(
+                    health_config(settings),
+                    Arc::new(group.store.clone()),
+                    metrics.clone(),
+                )),
+                group,
+            })
+            .collect();
+
+        for spec in specs {
+            let loops = groups
+                .iter_mut()
+                .find(|l| l.group.url == spec.url)
+                .expect("every source has its store's group");
+            let wake = Arc::new(Notify::new());
+            let mut outbox = Outbox::new(Arc::new(spec.store.clone()), wake.clone());
+            if spec.group_commit && spec.store.engine().groups_commits() {
+                outbox = outbox.with_group_commit(GroupCommitter::start(
+                    spec.store.clone(),
+                    GroupLimits::default(),
+                ));
+            }
+            for kind in spec.registry.kinds() {
+                metrics.declare(spec.source.as_str(), &kind);
+            }
+            if spec.store.has_durable_outbox() {
+                for pool in spec.pools {
+                    let mut worker = Worker::new(
+                        outbox.store().clone(),
+                        pool.registry,
+                        metrics.clone(),
+                        pool.config,
+                        if pool.wakes_on_commit {
+                            wake.clone()
+                        } else {
+                            Arc::new(Notify::new())
+                        },
+                    )
+                    .with_health(loops.health.clone());
+                    if pool.capped {
+                        worker = worker.with_destinations(loops.destinations.clone());
+                    }
+                    runtime.workers.push(tokio::spawn(worker.run(stop.clone())));
+                }
+            }
+            loops.group.wakes.push(wake);
+            runtime.sources.push(SourceRuntime {
+                source: spec.source,
+                store: spec.store,
+                outbox,
+                registry: spec.registry,
+            });
+        }
+
+        let sync_every = Duration::from_millis(settings.maintenance_interval_ms.min(1_000));
+        let interval = Duration::from_millis(settings.maintenance_interval_ms);
+        for StoreLoops {
+            group,
+            health,
+            destinations,
+        } in groups
+        {
+            if !group.store.has_durable_outbox() {
+                continue;
+            }
+            runtime.health.push(health.clone());
+            // One breaker view per store: its breakers table is what every node shares.
+            runtime.background.push(tokio::spawn(destinations.run_sync(
+                sync_every,
+                health.clone(),
+                stop.clone(),
+            )));
+            let dead_letter = group
+                .registries
+                .iter()
+                .find_map(|r| r.dead_letter_notifier().cloned());
+            let maintenance = Maintenance {
+                store: Arc::new(group.store.clone()),
+                metrics: metrics.clone(),
+                sources: group.sources,
+                interval,
+                dead_letter,
+                registries: group.registries,
+                passes: Default::default(),
+                health,
+            };
             runtime
                 .background
-                .push(tokio::spawn(listen_for_commits(url, wakes, stop.clone())));
+                .push(tokio::spawn(maintenance.run(stop.clone())));
+            if group.store.engine() == Engine::Postgres {
+                runtime.background.push(tokio::spawn(listen_for_commits(
+                    group.url,
+                    group.wakes,
+                    stop.clone(),
+                )));
+            }
         }
         Ok(runtime)
     }
 
-    fn spawn_maintenance(&mut self, maintenance: Maintenance, stop: &CancellationToken) {
-        self.background
-            .push(tokio::spawn(maintenance.run(stop.clone())));
+    /// One configured source (every source is configured).
+    pub fn source(&self, source: Source) -> &SourceRuntime {
+        self.sources
+            .iter()
+            .find(|s| s.source == source)
+            .expect("the runtime starts every source")
     }
 
     /// Waits for the workers to drain (the stop token must be cancelled first).
@@ -446,7 +425,7 @@ impl Runtime {
         for task in self.background {
             let _ = task.await;
         }
-        for store in self.extra_stores {
+        for store in self.opened_stores {
             store.close().await;
         }
     }

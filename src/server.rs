@@ -13,11 +13,11 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::password::generate_password;
 use crate::auth::session_store::DbSessionStore;
 use crate::auth::throttle::LoginThrottle;
-use crate::best_effort::BestEffortSender;
 use crate::config::Settings;
 use crate::http::{self, AppState};
-use crate::notifications::NotificationPlanner;
+use crate::outbox::best_effort::BestEffortSender;
 use crate::outbox::metrics::Metrics;
+use crate::outbox::model::Source;
 use crate::runtime::Runtime;
 use crate::service::accounts::AccountService;
 use crate::service::approvals::ApprovalService;
@@ -91,19 +91,21 @@ pub async fn run(
 
     let metrics = Arc::new(Metrics::new());
     let stop = CancellationToken::new();
-    let planner = Arc::new(NotificationPlanner::new(&settings));
+    let planner = Arc::new(crate::runtime::jobs_planner(&settings));
     let runtime =
         Runtime::start(&settings, &store, &planner, metrics.clone(), stop.clone()).await?;
 
+    let jobs = runtime.source(Source::Jobs);
+    let approvals_source = runtime.source(Source::Approvals);
     let mut deliveries = DeliveryService::new(
-        runtime.jobs.store().clone(),
+        jobs.outbox.store().clone(),
         Arc::new(store.clone()),
-        runtime.jobs_registry.clone(),
+        jobs.registry.clone(),
         settings.max_attempts,
     )
     .with_source(
-        runtime.approvals.store().clone(),
-        runtime.approvals_registry.clone(),
+        approvals_source.outbox.store().clone(),
+        approvals_source.registry.clone(),
     );
     if !store.has_durable_outbox() {
         tracing::warn!("memory:// keeps runs only while this process runs, and no outbox: notifications are sent once, best effort, and not recorded");
@@ -112,22 +114,22 @@ pub async fn run(
     // Without a durable outbox, approval steps that owe prompts, alerts or recall
     // replays fail closed (see `ApprovalService::commit`).
     let approvals = ApprovalService::new(
-        runtime.approvals_store.clone(),
-        runtime
-            .approvals_store
+        approvals_source.store.clone(),
+        approvals_source
+            .store
             .has_durable_outbox()
-            .then(|| runtime.approvals.clone()),
+            .then(|| approvals_source.outbox.clone()),
         runtime.approval_planner.clone(),
     );
     let mut runs = RunService::new(
         Arc::new(store.clone()),
-        runtime.jobs.clone(),
+        jobs.outbox.clone(),
         planner,
         deliveries.clone(),
         settings.max_result_bytes,
     );
     if !store.has_durable_outbox() {
-        runs = runs.with_best_effort(BestEffortSender::new(runtime.jobs_registry.clone()));
+        runs = runs.with_best_effort(BestEffortSender::new(jobs.registry.clone()));
     }
     approvals
         .load_configured(&settings.approval_definitions)
@@ -137,7 +139,7 @@ pub async fn run(
         leptos,
         runs,
         deliveries,
-        records: RecordService::new(runtime.approvals_store.clone()),
+        records: RecordService::new(approvals_source.store.clone()),
         approvals: approvals.clone(),
         accounts,
         store: store.clone(),

@@ -6,7 +6,9 @@
 
 pub mod api;
 pub mod approvals;
+mod components;
 pub mod dto;
+mod format;
 mod pages;
 #[cfg(feature = "ssr")]
 pub mod port;

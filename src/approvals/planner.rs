@@ -11,9 +11,10 @@ use serde::{Deserialize, Serialize};
 use super::model::{
     kinds, Action, Definition, Instance, LifecycleEvent, ReplayPayload, Step, PARENT_TYPE,
 };
-use crate::notifications::{DeliveryPayload, NotificationPlanner};
+use crate::outbox::destinations::destination_of;
 use crate::outbox::model::{NewEvent, Source};
 use crate::outbox::policy::RetryPolicy;
+use crate::routes::{DeliveryPayload, Routes};
 
 /// An approval prompt's frozen payload: which approval it asks about (its handler
 /// re-checks that the approval still waits on this step) and how it leaves.
@@ -26,17 +27,13 @@ pub struct PromptPayload {
 }
 
 pub struct ApprovalPlanner {
-    routes: Arc<NotificationPlanner>,
+    routes: Arc<Routes>,
     max_attempts: u32,
     replay_max_attempts: u32,
 }
 
 impl ApprovalPlanner {
-    pub fn new(
-        routes: Arc<NotificationPlanner>,
-        policy: &RetryPolicy,
-        replay_policy: &RetryPolicy,
-    ) -> Self {
+    pub fn new(routes: Arc<Routes>, policy: &RetryPolicy, replay_policy: &RetryPolicy) -> Self {
         ApprovalPlanner {
             routes,
             max_attempts: policy.max_attempts,
@@ -45,7 +42,7 @@ impl ApprovalPlanner {
     }
 
     pub fn has_route(&self, name: &str) -> bool {
-        self.routes.has_route(name)
+        self.routes.contains(name)
     }
 
     /// The prompt's event id for step `index` of approval `id`.
@@ -60,7 +57,7 @@ impl ApprovalPlanner {
     /// The prompt of the step `instance` now waits on, if the step names a route.
     pub fn prompt(&self, definition: &Definition, instance: &Instance) -> Option<NewEvent> {
         let step: &Step = definition.steps.get(instance.step_index as usize)?;
-        let route = self.routes.route(step.route.as_deref()?)?;
+        let route = self.routes.get(step.route.as_deref()?)?;
         let body = serde_json::json!({
             "event": "approval.requested",
             "approval_id": instance.id,
@@ -82,8 +79,7 @@ impl ApprovalPlanner {
             step.approver.name(),
             instance.submitted_by
         );
-        let (delivery, redeliverable) = self.routes.route_payload(route, &body, &text);
-        let delivery: DeliveryPayload = serde_json::from_str(&delivery).ok()?;
+        let (delivery, redeliverable) = route.delivery(&body, &text);
         let payload = PromptPayload {
             approval_id: instance.id.clone(),
             step_index: instance.step_index,
@@ -112,7 +108,7 @@ impl ApprovalPlanner {
             let Action::Alert { id, name, route } = action else {
                 continue;
             };
-            let Some(route) = self.routes.route(route) else {
+            let Some(route) = self.routes.get(route) else {
                 continue;
             };
             let body = serde_json::json!({
@@ -135,8 +131,8 @@ impl ApprovalPlanner {
                 actor,
                 if name.is_empty() { id } else { name }
             );
-            let (payload, redeliverable) = self.routes.route_payload(route, &body, &text);
-            events.push(self.event(
+            let (payload, redeliverable) = route.delivery(&body, &text);
+            let mut alert = self.event(
                 format!(
                     "alert_{}_{}_{}_{}",
                     instance.id,
@@ -146,10 +142,12 @@ impl ApprovalPlanner {
                 ),
                 kinds::ALERT,
                 instance,
-                payload,
+                payload.to_json(),
                 redeliverable,
                 self.max_attempts,
-            ));
+            );
+            alert.destination = destination_of(&route.url);
+            events.push(alert);
         }
         events
     }
@@ -186,6 +184,9 @@ impl ApprovalPlanner {
             redeliverable,
             max_attempts,
             delay_ms: 0,
+            // Set by `alerts` only: prompts (their route's payload is nested in the
+            // prompt's) and replays are held to no destination's cap or breaker.
+            destination: None,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The `approval_prompt` handler: re-checks that the approval still waits on the
 //! prompted step (a decided or recalled approval's prompt ends `skipped`, never
 //! sent — seed 003 "decided approvals"), then delivers over the route's channel.
-//! `alert` events are plain route deliveries (`notifications::DeliveryHandler`).
+//! `alert` events are plain route deliveries (`routes::DeliveryHandler`).
 
 use std::sync::Arc;
 
@@ -9,9 +9,9 @@ use async_trait::async_trait;
 
 use super::model::InstanceStatus;
 use super::planner::PromptPayload;
-use crate::notifications::DeliveryHandler;
 use crate::outbox::handler::{Handler, Outcome};
 use crate::outbox::model::ClaimedEvent;
+use crate::routes::DeliveryHandler;
 use crate::store::SqlStore;
 
 pub struct PromptHandler {
@@ -51,10 +51,8 @@ impl Handler for PromptHandler {
                 ),
             };
         }
-        let delivery = ClaimedEvent {
-            payload: serde_json::to_string(&payload.delivery).unwrap_or_default(),
-            ..event.clone()
-        };
-        self.delivery.handle(&delivery).await
+        self.delivery
+            .deliver(&event.event_id, payload.delivery)
+            .await
     }
 }

@@ -7,8 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::guard::DestinationGuard;
 use super::webhook::{check_literal_host, classify};
-use crate::outbox::handler::{Handler, Outcome};
-use crate::outbox::model::ClaimedEvent;
+use super::{Outcome, Sender};
 
 /// A chat event's frozen payload.
 #[derive(Debug, Serialize, Deserialize)]
@@ -62,9 +61,9 @@ pub fn split_text(text: &str, max: usize) -> Vec<String> {
 }
 
 #[async_trait]
-impl Handler for ChatHandler {
-    async fn handle(&self, event: &ClaimedEvent) -> Outcome {
-        match super::read_payload(&event.payload, "chat") {
+impl Sender for ChatHandler {
+    async fn send(&self, _event_id: &str, payload: &str) -> Outcome {
+        match super::read_payload(payload, "chat") {
             Ok(payload) => self.deliver(payload).await,
             Err(outcome) => outcome,
         }

@@ -24,9 +24,7 @@ use lettre::transport::smtp::extension::ClientId;
 use serde::{Deserialize, Serialize};
 
 use super::guard::DestinationGuard;
-use crate::config::RouteConfig;
-use crate::outbox::handler::{Handler, Outcome};
-use crate::outbox::model::ClaimedEvent;
+use super::{Outcome, Sender};
 
 /// The sender address when a route names none.
 pub const DEFAULT_FROM: &str = "herald@localhost";
@@ -119,58 +117,6 @@ impl SmtpTarget {
             Ok(IpAddr::V6(ip)) => format!("{scheme}://[{ip}]:{}", self.port),
             _ => format!("{scheme}://{}:{}", self.host, self.port),
         }
-    }
-}
-
-/// Checks an email route's settings; the message names the setting.
-pub fn validate_route(route: &RouteConfig) -> Result<(), String> {
-    SmtpTarget::parse(&route.url)?;
-    if route.to.is_empty() {
-        return Err("`to` must name at least one recipient".into());
-    }
-    for to in &route.to {
-        to.parse::<lettre::Address>()
-            .map_err(|e| format!("`to` address {to:?} is not valid ({e})"))?;
-    }
-    if let Some(from) = &route.from {
-        from.parse::<lettre::Address>()
-            .map_err(|e| format!("`from` address {from:?} is not valid ({e})"))?;
-    }
-    for (setting, template) in [("subject", &route.subject), ("body", &route.body)] {
-        if let Some(template) = template {
-            check_template(template).map_err(|e| format!("`{setting}`: {e}"))?;
-        }
-    }
-    Ok(())
-}
-
-/// Refuses e-mail settings on a route of another channel (a likely mistake).
-pub fn refuse_email_settings(route: &RouteConfig) -> Result<(), String> {
-    for (setting, set) in [
-        ("to", !route.to.is_empty()),
-        ("from", route.from.is_some()),
-        ("subject", route.subject.is_some()),
-        ("body", route.body.is_some()),
-    ] {
-        if set {
-            return Err(format!("`{setting}` is only for email routes"));
-        }
-    }
-    Ok(())
-}
-
-/// The payload of `route` for this snapshot and summary text.
-pub fn payload(route: &RouteConfig, snapshot: &serde_json::Value, text: &str) -> EmailPayload {
-    EmailPayload {
-        url: route.url.clone(),
-        to: route.to.clone(),
-        from: route.from.clone().unwrap_or_else(|| DEFAULT_FROM.into()),
-        brand: route.brand.clone(),
-        subject: route.subject.clone(),
-        body: route.body.clone(),
-        secret_ref: route.secret_ref.clone(),
-        snapshot: snapshot.clone(),
-        text: text.to_string(),
     }
 }
 
@@ -524,10 +470,10 @@ fn classify(failure: Failure, progress: Progress) -> Outcome {
 }
 
 #[async_trait]
-impl Handler for EmailHandler {
-    async fn handle(&self, event: &ClaimedEvent) -> Outcome {
-        match super::read_payload(&event.payload, "email") {
-            Ok(payload) => self.deliver(&event.event_id, payload).await,
+impl Sender for EmailHandler {
+    async fn send(&self, event_id: &str, payload: &str) -> Outcome {
+        match super::read_payload(payload, "email") {
+            Ok(payload) => self.deliver(event_id, payload).await,
             Err(outcome) => outcome,
         }
     }

@@ -18,8 +18,7 @@ use sha2::Sha256;
 
 use super::guard::{DestinationGuard, GuardedResolver};
 use super::secrets::resolve_keys;
-use crate::outbox::handler::{Handler, Outcome};
-use crate::outbox::model::ClaimedEvent;
+use super::{Outcome, Sender};
 
 pub const EVENT_ID_HEADER: &str = "X-Herald-Event-Id";
 
@@ -97,10 +96,10 @@ pub fn sign(keys: &[Vec<u8>], id: &str, timestamp: i64, body: &[u8]) -> String {
 }
 
 #[async_trait]
-impl Handler for WebhookHandler {
-    async fn handle(&self, event: &ClaimedEvent) -> Outcome {
-        match super::read_payload(&event.payload, "webhook") {
-            Ok(payload) => self.deliver(&event.event_id, payload).await,
+impl Sender for WebhookHandler {
+    async fn send(&self, event_id: &str, payload: &str) -> Outcome {
+        match super::read_payload(payload, "webhook") {
+            Ok(payload) => self.deliver(event_id, payload).await,
             Err(outcome) => outcome,
         }
     }

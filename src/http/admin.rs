@@ -13,14 +13,14 @@ use crate::service::destinations::DestinationService;
 
 use super::error::ApiError;
 use super::extract::{ApiQuery, MaybeViewer};
-use super::AppState;
+use super::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/notification-outbox", get(list_outbox))
         .route(
             "/notification-outbox/{event_id}/retry",
-            post(super::api::retry_delivery),
+            post(super::deliveries::retry_delivery),
         )
         .route("/destination-breakers", get(list_breakers))
         .route("/destination-breakers/close", post(close_breaker))

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery, MaybeViewer};
-use super::AppState;
+use super::state::AppState;
 use crate::approvals::model::{Definition, DefinitionSpec};
 use crate::service::approvals::{ApprovalDetail, ApprovalView, ReplayStatus, SubmitRequest};
 use crate::service::records::{RecordInput, RecordView};

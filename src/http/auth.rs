@@ -13,7 +13,7 @@ use tower_sessions::Session;
 use app::dto::Viewer;
 
 use super::error::ApiError;
-use super::AppState;
+use super::state::AppState;
 use crate::auth::SESSION_USER_KEY;
 use crate::channels::guard::DestinationGuard;
 use crate::service::ServiceError;

@@ -7,6 +7,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
+use app::port::ConsoleError;
+
 use crate::service::ServiceError;
 
 #[derive(Debug)]
@@ -128,5 +130,15 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.status, Json(self.body())).into_response()
+    }
+}
+
+/// A service error as the console's pages see it: the same status and message
+/// as the JSON API's.
+pub fn console_error(err: ServiceError) -> ConsoleError {
+    let api = ApiError::from(err);
+    ConsoleError {
+        status: api.status.as_u16(),
+        message: api.message,
     }
 }

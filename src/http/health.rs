@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::AppState;
+use super::state::AppState;
 
 /// How long readiness waits for the database before calling it unreachable.
 const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);

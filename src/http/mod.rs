@@ -2,17 +2,20 @@
 //! health probes, and the layers around them.
 
 mod admin;
-mod api;
 mod approvals;
 mod auth;
 mod client_addr;
+mod console;
+mod deliveries;
 mod error;
 mod extract;
 mod health;
+mod runs;
+mod state;
 
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
 use axum::routing::{get, post};
@@ -28,39 +31,10 @@ use app::port::ConsolePort;
 use app::{shell, App};
 
 use crate::auth::session_store::DbSessionStore;
-use crate::config::Settings;
-use crate::console::Console;
-use crate::outbox::metrics::Metrics;
-use crate::service::accounts::AccountService;
-use crate::service::approvals::ApprovalService;
-use crate::service::deliveries::DeliveryService;
-use crate::service::records::RecordService;
-use crate::service::runs::RunService;
-use crate::store::SqlStore;
+use console::{ApprovalsConsole, Console};
 
 pub use error::ApiError;
-
-/// What every handler can reach.
-#[derive(Clone)]
-pub struct AppState {
-    pub leptos: LeptosOptions,
-    pub store: SqlStore,
-    pub runs: RunService,
-    pub deliveries: DeliveryService,
-    pub accounts: AccountService,
-    pub records: RecordService,
-    pub approvals: ApprovalService,
-    pub metrics: Arc<Metrics>,
-    pub settings: Arc<Settings>,
-    /// The outbox stores' availability as their workers see it (`/readyz`).
-    pub store_health: Vec<Arc<crate::outbox::availability::StoreHealth>>,
-}
-
-impl FromRef<AppState> for LeptosOptions {
-    fn from_ref(state: &AppState) -> Self {
-        state.leptos.clone()
-    }
-}
+pub use state::AppState;
 
 pub const SESSION_COOKIE: &str = "herald_session";
 
@@ -72,7 +46,7 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
         ),
     );
     let approvals_console: Arc<dyn app::approvals::port::ApprovalsPort> =
-        Arc::new(crate::console_approvals::ApprovalsConsole {
+        Arc::new(ApprovalsConsole {
             approvals: state.approvals.clone(),
             deliveries: state.deliveries.clone(),
         });
@@ -102,7 +76,12 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
             post(auth::sign_in).layer(DefaultBodyLimit::max(auth::MAX_SIGN_IN_BODY)),
         )
         .route("/auth/logout", post(auth::sign_out))
-        .nest("/api/v1", api::router().merge(approvals::api_router()))
+        .nest(
+            "/api/v1",
+            runs::router()
+                .merge(deliveries::api_router())
+                .merge(approvals::api_router()),
+        )
         .nest(
             "/admin/api",
             admin::router().merge(approvals::admin_router()),

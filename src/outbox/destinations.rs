@@ -52,32 +52,10 @@ const CAP_WAIT_MS: i64 = 250;
 /// Destinations longer than this are not tracked (they fit no index key).
 const MAX_DESTINATION_LEN: usize = 191;
 
-/// `scheme://host[:port]` of a URL: the web origin for http(s) (as browsers
-/// write it), `scheme://host:port` for other schemes (smtp, smtps).
-pub fn origin_of_url(url: &str) -> Option<String> {
-    let parsed = url::Url::parse(url).ok()?;
-    let origin = parsed.origin();
-    if origin.is_tuple() {
-        return Some(origin.ascii_serialization());
-    }
-    let host = parsed.host()?;
-    let port = parsed.port().or(match parsed.scheme() {
-        "smtp" => Some(25),
-        "smtps" => Some(465),
-        _ => None,
-    })?;
-    Some(format!("{}://{host}:{port}", parsed.scheme()))
-}
-
-/// The destination of a frozen payload: the origin of its top-level `url`.
-pub fn origin_of_payload(payload: &str) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_str(payload).ok()?;
-    origin_of_url(value.get("url")?.as_str()?)
-}
-
-/// The destination stored with an event (None when it has none or it is too long).
-pub fn stored_destination(payload: &str) -> Option<String> {
-    origin_of_payload(payload).filter(|d| d.len() <= MAX_DESTINATION_LEN)
+/// The destination a planner stores with an event sent to `url`: its origin
+/// (`routes::origin`), unless that is too long to track.
+pub fn destination_of(url: &str) -> Option<String> {
+    crate::routes::origin(url).filter(|d| d.len() <= MAX_DESTINATION_LEN)
 }
 
 /// The settings of destination health.
@@ -270,7 +248,7 @@ impl DestinationHealth {
 
     /// Whether `event` may be sent now.
     pub async fn admit(&self, event: &ClaimedEvent) -> Admission {
-        let Some(origin) = origin_of_payload(&event.payload) else {
+        let Some(origin) = event.destination.clone() else {
             return Admission::Go(Ticket {
                 origin: None,
                 probe: false,
@@ -552,26 +530,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn origins_name_scheme_host_and_port_only() {
+    fn destinations_are_origins_short_enough_to_track() {
         assert_eq!(
-            origin_of_url("https://hooks.example.com/a?key=secret").as_deref(),
+            destination_of("https://hooks.example.com/a?key=secret").as_deref(),
             Some("https://hooks.example.com")
         );
         assert_eq!(
-            origin_of_url("http://127.0.0.1:8080/x").as_deref(),
-            Some("http://127.0.0.1:8080")
-        );
-        assert_eq!(
-            origin_of_url("smtp://mail.example.com").as_deref(),
-            Some("smtp://mail.example.com:25")
-        );
-        assert_eq!(
-            origin_of_payload(r#"{"channel":"email","url":"smtps://m.example.com:2465"}"#)
-                .as_deref(),
+            destination_of("smtps://m.example.com:2465").as_deref(),
             Some("smtps://m.example.com:2465")
         );
-        assert_eq!(origin_of_payload("not json"), None);
-        assert_eq!(origin_of_payload(r#"{"route":"gone"}"#), None);
+        assert_eq!(destination_of("not a url"), None);
+        let long_host = format!(
+            "https://{}.example.com/x",
+            vec!["a".repeat(60); 4].join(".")
+        );
+        assert_eq!(destination_of(&long_host), None);
     }
 
     #[test]

@@ -3,60 +3,16 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
+
+pub use crate::channels::Outcome;
+use crate::channels::Sender;
 
 use super::model::{ClaimedEvent, Settle, Source};
 use super::policy::RetryPolicy;
 
-/// What one attempt achieved, as the handler saw it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Outcome {
-    /// The receiver (or executor) accepted it.
-    Delivered { status_code: Option<u16> },
-    /// Worth another attempt: network error, timeout, 429, 5xx, a missing secret.
-    Retryable {
-        error: String,
-        status_code: Option<u16>,
-        retry_after: Option<Duration>,
-    },
-    /// Will never succeed as it is: other 4xx, 3xx, an unreadable payload.
-    Permanent {
-        error: String,
-        status_code: Option<u16>,
-    },
-    /// Nothing to do (the effect is already in place).
-    Skipped { reason: String },
-    /// Partly or maybe delivered on a channel that cannot deduplicate: never resent
-    /// automatically.
-    Uncertain {
-        error: String,
-        status_code: Option<u16>,
-    },
-}
-
 impl Outcome {
-    pub fn status_code(&self) -> Option<u16> {
-        match self {
-            Outcome::Delivered { status_code }
-            | Outcome::Retryable { status_code, .. }
-            | Outcome::Permanent { status_code, .. }
-            | Outcome::Uncertain { status_code, .. } => *status_code,
-            Outcome::Skipped { .. } => None,
-        }
-    }
-
-    pub fn error(&self) -> Option<&str> {
-        match self {
-            Outcome::Delivered { .. } => None,
-            Outcome::Retryable { error, .. }
-            | Outcome::Permanent { error, .. }
-            | Outcome::Uncertain { error, .. } => Some(error),
-            Outcome::Skipped { reason } => Some(reason),
-        }
-    }
-
     /// The state the event moves to, given its claim and its kind's policy.
     pub fn settle(&self, event: &ClaimedEvent, policy: &RetryPolicy) -> Settle {
         match self {
@@ -91,6 +47,17 @@ pub trait Handler: Send + Sync + 'static {
     /// Called when the maintenance sweep fails an event of this kind whose last
     /// attempt's lease expired (no settlement exists for it).
     fn swept_failed(&self, _metrics: &super::metrics::Metrics) {}
+}
+
+/// Runs a channel or route [`Sender`] as the handler of a kind: the event's id and
+/// frozen payload are all a sender needs.
+pub struct Sending<S>(pub S);
+
+#[async_trait]
+impl<S: Sender + 'static> Handler for Sending<S> {
+    async fn handle(&self, event: &ClaimedEvent) -> Outcome {
+        self.0.send(&event.event_id, &event.payload).await
+    }
 }
 
 pub struct Registration {

@@ -3,6 +3,7 @@
 //! the result fenced by the lease. One engine, a typed handler per kind.
 
 pub mod availability;
+pub mod best_effort;
 pub mod destinations;
 pub mod handler;
 pub mod maintenance;

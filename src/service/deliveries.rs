@@ -529,7 +529,7 @@ fn destination(payload: &str) -> (Option<String>, Option<String>) {
     let origin = value
         .get("url")
         .and_then(|u| u.as_str())
-        .and_then(crate::outbox::destinations::origin_of_url);
+        .and_then(crate::routes::origin);
     let channel = value
         .get("channel")
         .and_then(|c| c.as_str())

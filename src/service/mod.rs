@@ -79,6 +79,15 @@ impl From<StoreError> for ServiceError {
     }
 }
 
+impl From<crate::routes::UrlError> for ServiceError {
+    fn from(err: crate::routes::UrlError) -> Self {
+        ServiceError::Invalid {
+            field: err.field,
+            message: err.message,
+        }
+    }
+}
+
 impl ServiceError {
     pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
         ServiceError::Invalid {
@@ -147,16 +156,7 @@ pub fn require(viewer: Option<&Viewer>, permission: Permission) -> Result<&Viewe
     }
 }
 
-/// Formats store milliseconds as RFC 3339 UTC.
-pub fn format_ms(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
-}
+pub use crate::clock::format_ms;
 
 /// Epoch milliseconds of an RFC 3339 instant or a `YYYY-MM-DD` day (UTC); with
 /// `end_of_day`, a day means the instant its next day starts.

@@ -12,14 +12,14 @@ use super::deliveries::DeliveryService;
 use super::transitions::{Moved, TransitionItem, TransitionOutcome, TransitionWriter};
 use super::{format_ms, parse_instant, require, ServiceError};
 use crate::batcher::Batcher;
-use crate::best_effort::BestEffortSender;
-use crate::notifications::NotificationPlanner;
+use crate::jobs::JobsPlanner;
+use crate::outbox::best_effort::BestEffortSender;
 use crate::outbox::Outbox;
+use crate::routes::validate_url;
 use crate::store::ports::{NewRun, Run, RunFilter, RunRepository};
 
 pub const MAX_RUN_TYPE_LEN: usize = 64;
 pub const MAX_TENANT_LEN: usize = 128;
-pub const MAX_URL_LEN: usize = 2048;
 /// The stored route list (JSON) fits the column that holds it.
 pub const MAX_ROUTES_LEN: usize = 2048;
 
@@ -100,7 +100,7 @@ pub struct RunDetail {
 pub struct RunService {
     repo: Arc<dyn RunRepository>,
     outbox: Outbox,
-    planner: Arc<NotificationPlanner>,
+    planner: Arc<JobsPlanner>,
     deliveries: DeliveryService,
     max_result_bytes: usize,
     /// Set on a store without a durable outbox: notifications are sent once after
@@ -118,7 +118,7 @@ impl RunService {
     pub fn new(
         repo: Arc<dyn RunRepository>,
         outbox: Outbox,
-        planner: Arc<NotificationPlanner>,
+        planner: Arc<JobsPlanner>,
         deliveries: DeliveryService,
         max_result_bytes: usize,
     ) -> Self {
@@ -452,45 +452,10 @@ fn validate_new_run(input: CreateRun) -> Result<NewRun, ServiceError> {
     })
 }
 
-/// An absolute http(s) URL with a host, at most [`MAX_URL_LEN`] long.
-pub fn validate_url(field: &'static str, url: &str) -> Result<String, ServiceError> {
-    if url.len() > MAX_URL_LEN {
-        return Err(ServiceError::invalid(
-            field,
-            format!("is longer than {MAX_URL_LEN} characters"),
-        ));
-    }
-    let parsed = url::Url::parse(url)
-        .map_err(|e| ServiceError::invalid(field, format!("is not a valid URL ({e})")))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(ServiceError::invalid(field, "must use http or https"));
-    }
-    if parsed.host_str().is_none_or(str::is_empty) {
-        return Err(ServiceError::invalid(field, "must name a host"));
-    }
-    // What is stored is the normalised form, which percent-encoding can make
-    // several times longer than what was sent.
-    let normalised = parsed.to_string();
-    if normalised.len() > MAX_URL_LEN {
-        return Err(ServiceError::invalid(
-            field,
-            format!("is longer than {MAX_URL_LEN} characters once percent-encoded"),
-        ));
-    }
-    Ok(normalised)
-}
-
-/// `scheme://host[:port]` of a URL: enough to recognise a destination, nothing secret.
-fn origin(url: &str) -> Option<String> {
-    url::Url::parse(url)
-        .ok()
-        .map(|u| u.origin().ascii_serialization())
-}
-
 fn summary(run: Run, deliveries: DeliveryCounts) -> RunSummary {
     RunSummary {
         deliveries,
-        callback_origin: run.callback_url.as_deref().and_then(origin),
+        callback_origin: run.callback_url.as_deref().and_then(crate::routes::origin),
         id: run.id,
         run_type: run.run_type,
         tenant: run.tenant,
@@ -503,7 +468,7 @@ fn summary(run: Run, deliveries: DeliveryCounts) -> RunSummary {
 fn detail(run: Run, viewer: &Viewer) -> RunDetail {
     let sees_data = viewer.can(Permission::DataRead);
     RunDetail {
-        callback_origin: run.callback_url.as_deref().and_then(origin),
+        callback_origin: run.callback_url.as_deref().and_then(crate::routes::origin),
         callback_url: run.callback_url.filter(|_| sees_data),
         result: run
             .result
@@ -541,15 +506,6 @@ mod tests {
     }
 
     #[test]
-    fn a_url_too_long_once_percent_encoded_is_refused() {
-        // 1,000 two-byte characters: 2,019 bytes sent, 6,019 once encoded.
-        let url = format!("https://hooks.example.com/{}", "é".repeat(1000));
-        assert!(url.len() <= MAX_URL_LEN);
-        let err = validate_url("callback_url", &url).unwrap_err();
-        assert!(err.to_string().contains("percent-encoded"), "{err}");
-    }
-
-    #[test]
     fn validation_names_the_field() {
         assert_eq!(
             field_of(validate_new_run(input("", "t", None)).unwrap_err()),
@@ -580,14 +536,6 @@ mod tests {
         assert_eq!(
             ok.callback_url.as_deref(),
             Some("https://hooks.example.com/x?k=1")
-        );
-    }
-
-    #[test]
-    fn origin_drops_path_and_query() {
-        assert_eq!(
-            origin("https://hooks.example.com:8443/secret/path?token=abc").as_deref(),
-            Some("https://hooks.example.com:8443")
         );
     }
 }

@@ -11,7 +11,7 @@ use app::dto::RunStatus;
 
 use super::{write_batched, ServiceError};
 use crate::batcher::{BatchLimits, Batcher};
-use crate::notifications::NotificationPlanner;
+use crate::jobs::JobsPlanner;
 use crate::outbox::model::NewEvent;
 use crate::outbox::Outbox;
 use crate::store::ports::{Run, RunRepository, WriteTx};
@@ -41,7 +41,7 @@ pub type TransitionOutcome = Result<Moved, ServiceError>;
 pub struct TransitionWriter {
     repo: Arc<dyn RunRepository>,
     outbox: Outbox,
-    planner: Arc<NotificationPlanner>,
+    planner: Arc<JobsPlanner>,
     /// Events go to the durable outbox in the transition's transaction; without
     /// one (best effort) they are only returned.
     enqueue: bool,
@@ -51,7 +51,7 @@ impl TransitionWriter {
     pub fn new(
         repo: Arc<dyn RunRepository>,
         outbox: Outbox,
-        planner: Arc<NotificationPlanner>,
+        planner: Arc<JobsPlanner>,
         enqueue: bool,
     ) -> Self {
         TransitionWriter {

@@ -5,6 +5,7 @@
 
 use sqlx::any::AnyRow;
 
+use super::events::EventRecord;
 use super::outbox::{event_from_row, EVENT_COLUMNS, FENCE};
 use super::ports::WriteTx;
 use super::row::{int, opt_text, text};
@@ -12,7 +13,6 @@ use super::{SqlStore, StoreError};
 use crate::approvals::model::{
     Approver, Definition, DefinitionSpec, Instance, InstanceStatus, Node, WorkItem,
 };
-use crate::outbox::model::EventRecord;
 
 const INSTANCE_COLUMNS: &str = "id, definition_id, definition_version, object, record_id, status, \
      step_index, submitted_by, decided_by, transition_seq, created_at, updated_at";

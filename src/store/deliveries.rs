@@ -6,11 +6,11 @@ use app::dto::DeliveryStatus;
 use async_trait::async_trait;
 
 use super::engine::placeholders;
+use super::events::{AttemptRecord, EventRecord};
 use super::outbox::{attempt_from_row, event_from_row, EVENT_COLUMNS};
 use super::ports::{AuditRecord, DeliveryReads, EventFilter, NewAuditEntry};
 use super::row::{int, text};
 use super::{SqlStore, StoreError};
-use crate::outbox::model::{AttemptRecord, EventRecord};
 
 /// Values bound in order to a statement built from optional filters.
 enum Arg<'a> {

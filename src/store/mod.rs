@@ -6,6 +6,7 @@ mod approvals;
 mod deliveries;
 mod destinations;
 pub mod engine;
+pub mod events;
 mod fault;
 pub mod group_commit;
 mod outbox;

@@ -11,14 +11,14 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Transaction};
 
 use super::engine::{padded, padded_len, placeholders};
-use super::ports::{ClaimRequest, ManualRetry, OutboxStore, SweepReport, WriteTx};
-use super::row::{int, opt_int, opt_text, text};
-use super::{SqlStore, StoreError};
-use crate::outbox::model::{
+use super::events::{
     bound_error, dead_letter_id, AttemptRecord, ClaimedEvent, DeadLetterNotifier, EventRecord,
     FailedEvent, NewEvent, OutboxStats, RetryRefusal, Settle, Settlement, StatsRow, LIVE_STATES,
     SETTLED_STATES,
 };
+use super::ports::{ClaimRequest, ManualRetry, OutboxStore, SweepReport, WriteTx};
+use super::row::{int, opt_int, opt_text, text};
+use super::{SqlStore, StoreError};
 
 pub(super) const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
      status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, lease_token, lease_holder, \
@@ -28,7 +28,7 @@ pub(super) const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, par
 /// What a claim hands to the worker.
 const CLAIM_COLUMNS: &str =
     "event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
-     attempts, cycle, cycle_attempts, max_attempts, lease_token";
+     attempts, cycle, cycle_attempts, max_attempts, lease_token, destination";
 
 /// The fence every worker write carries.
 pub(super) const FENCE: &str = "lease_token = ? AND status = 'processing' AND lease_expires_at > ";
@@ -92,6 +92,7 @@ fn claimed_from_row(row: &AnyRow) -> Result<ClaimedEvent, StoreError> {
         cycle_attempts: int(row, "cycle_attempts")?,
         max_attempts: int(row, "max_attempts")?,
         lease_token: text(row, "lease_token")?,
+        destination: opt_text(row, "destination")?,
     })
 }
 
@@ -495,9 +496,7 @@ impl OutboxStore for SqlStore {
                     .bind(i64::from(event.redeliverable))
                     .bind(i64::from(event.max_attempts.max(1)))
                     .bind(event.delay_ms.max(0))
-                    .bind(crate::outbox::destinations::stored_destination(
-                        &event.payload,
-                    ));
+                    .bind(event.destination.as_deref());
             }
             query.execute(&mut **tx).await?;
         }

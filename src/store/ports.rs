@@ -208,7 +208,7 @@ pub trait OutboxStore: Send + Sync {
     async fn enqueue_in(
         &self,
         tx: &mut WriteTx,
-        event: &crate::outbox::model::NewEvent,
+        event: &super::events::NewEvent,
     ) -> Result<(), StoreError> {
         self.enqueue_all_in(tx, std::slice::from_ref(event)).await
     }
@@ -217,7 +217,7 @@ pub trait OutboxStore: Send + Sync {
     async fn enqueue_all_in(
         &self,
         tx: &mut WriteTx,
-        events: &[crate::outbox::model::NewEvent],
+        events: &[super::events::NewEvent],
     ) -> Result<(), StoreError>;
     /// Sends the engine's peer notice (`Engine::peer_notice`) on a connection of its
     /// own; `false` when the engine has none.
@@ -226,14 +226,14 @@ pub trait OutboxStore: Send + Sync {
     async fn claim(
         &self,
         request: &ClaimRequest,
-    ) -> Result<Vec<crate::outbox::model::ClaimedEvent>, StoreError>;
+    ) -> Result<Vec<super::events::ClaimedEvent>, StoreError>;
     /// [`OutboxStore::claim`], leaving due events of the `avoid` destinations
     /// (origins at their in-flight cap or behind an open breaker) where they are.
     async fn claim_avoiding(
         &self,
         request: &ClaimRequest,
         avoid: &[String],
-    ) -> Result<Vec<crate::outbox::model::ClaimedEvent>, StoreError> {
+    ) -> Result<Vec<super::events::ClaimedEvent>, StoreError> {
         let _ = avoid;
         self.claim(request).await
     }
@@ -245,34 +245,31 @@ pub trait OutboxStore: Send + Sync {
         lease_ms: i64,
     ) -> Result<u64, StoreError>;
     /// Writes finished attempts in one transaction; `false` where the lease was lost.
-    async fn settle(
-        &self,
-        batch: &[crate::outbox::model::Settlement],
-    ) -> Result<Vec<bool>, StoreError>;
+    async fn settle(&self, batch: &[super::events::Settlement]) -> Result<Vec<bool>, StoreError>;
     /// Moves expired in-flight leases that must not be resent to `uncertain` or `failed`.
     async fn sweep_expired(
         &self,
         limit: u32,
-        dead_letter: Option<&crate::outbox::model::DeadLetterNotifier>,
+        dead_letter: Option<&super::events::DeadLetterNotifier>,
     ) -> Result<SweepReport, StoreError>;
     /// Manual retry; the inner error says why it was refused.
     async fn retry_event(
         &self,
         request: &ManualRetry,
-    ) -> Result<Result<(), crate::outbox::model::RetryRefusal>, StoreError>;
+    ) -> Result<Result<(), super::events::RetryRefusal>, StoreError>;
     async fn get_event(
         &self,
         event_id: &str,
-    ) -> Result<Option<crate::outbox::model::EventRecord>, StoreError>;
+    ) -> Result<Option<super::events::EventRecord>, StoreError>;
     async fn events_for_parent(
         &self,
         parent_type: &str,
         parent_id: &str,
-    ) -> Result<Vec<crate::outbox::model::EventRecord>, StoreError>;
+    ) -> Result<Vec<super::events::EventRecord>, StoreError>;
     async fn attempts(
         &self,
         event_id: &str,
-    ) -> Result<Vec<crate::outbox::model::AttemptRecord>, StoreError>;
+    ) -> Result<Vec<super::events::AttemptRecord>, StoreError>;
     async fn dead_letter_count(&self, event_id: &str) -> Result<i64, StoreError>;
     /// Vacuums and analyzes the tables every transition and delivery rewrites once
     /// enough of them is dead rows, where the engine leaves that to a vacuum that
@@ -282,10 +279,7 @@ pub trait OutboxStore: Send + Sync {
     }
     /// Counts for the gauges: live states always, settled states when asked
     /// (they cover most of the table, so they are counted less often).
-    async fn stats(
-        &self,
-        count_settled: bool,
-    ) -> Result<crate::outbox::model::OutboxStats, StoreError>;
+    async fn stats(&self, count_settled: bool) -> Result<super::events::OutboxStats, StoreError>;
 }
 
 /// Filters of the outbox listing (any kind, any source).
@@ -350,12 +344,12 @@ pub trait DeliveryReads: Send + Sync {
     async fn list_events(
         &self,
         filter: &EventFilter,
-    ) -> Result<Vec<crate::outbox::model::EventRecord>, StoreError>;
+    ) -> Result<Vec<super::events::EventRecord>, StoreError>;
     /// The attempt logs of several events, as `(event_id, attempt)` in attempt order.
     async fn attempts_of(
         &self,
         event_ids: &[String],
-    ) -> Result<Vec<(String, crate::outbox::model::AttemptRecord)>, StoreError>;
+    ) -> Result<Vec<(String, super::events::AttemptRecord)>, StoreError>;
     /// Audit rows, newest first, before the `id` cursor (ids are UUIDv7: time-ordered).
     async fn audit(
         &self,

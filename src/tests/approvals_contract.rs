@@ -10,7 +10,6 @@ use herald::approvals::model::{kinds, DefinitionSpec, ReplayPayload};
 use herald::approvals::planner::ApprovalPlanner;
 use herald::approvals::replay::{ReplayError, ReplayHandler};
 use herald::config::{Settings, SettingsArgs};
-use herald::notifications::NotificationPlanner;
 use herald::outbox::handler::Registry;
 use herald::outbox::metrics::Metrics;
 use herald::outbox::model::{EventRecord, Source};
@@ -103,7 +102,7 @@ async fn fixture_with(db: &TestDb, wired: bool) -> Fixture {
     .unwrap();
     let store = db.store().await;
     let planner = Arc::new(ApprovalPlanner::new(
-        Arc::new(NotificationPlanner::new(&settings)),
+        Arc::new(herald::routes::Routes::new(&settings.routes)),
         &retry_policy(&settings),
         &replay_policy(&settings),
     ));
@@ -919,6 +918,7 @@ async fn a_claimed_prompt_of_a_decided_approval_is_skipped_by_its_handler(db: &T
         cycle_attempts: 1,
         max_attempts: prompt.max_attempts,
         lease_token: "t".into(),
+        destination: None,
     };
     match handler.handle(&claimed).await {
         Outcome::Skipped { reason } => assert!(reason.contains("rejected"), "{reason}"),

@@ -27,6 +27,7 @@ fn event(id: &str) -> NewEvent {
         redeliverable: true,
         max_attempts: 6,
         delay_ms: 0,
+        destination: None,
     }
 }
 

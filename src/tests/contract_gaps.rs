@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use app::dto::{DeliveryStatus, Role, RunStatus, Viewer};
 use herald::config::{Settings, SettingsArgs};
-use herald::notifications::NotificationPlanner;
 use herald::outbox::model::{NewEvent, Settle, Source};
 use herald::service::runs::{RunService, TransitionRequest};
 use herald::service::ServiceError;
@@ -41,6 +40,7 @@ fn event(id: &str, redeliverable: bool, max_attempts: u32) -> NewEvent {
         redeliverable,
         max_attempts,
         delay_ms: 0,
+        destination: None,
     }
 }
 
@@ -162,7 +162,7 @@ async fn a_lease_expiring_on_the_last_attempt_ends_failed_with_a_dead_letter(db:
         ..Default::default()
     })
     .unwrap();
-    let planner = Arc::new(NotificationPlanner::new(&settings));
+    let planner = Arc::new(herald::runtime::jobs_planner(&settings));
     let notifier = planner.dead_letter_notifier();
     enqueue(&store, &[event("last-try", true, 2)]).await;
     // First attempt: a retry, due at once.

@@ -27,6 +27,7 @@ pub(crate) fn callback(id: &str, url: &str) -> NewEvent {
         redeliverable: true,
         max_attempts: 6,
         delay_ms: 0,
+        destination: herald::outbox::destinations::destination_of(url),
     }
 }
 

@@ -427,6 +427,7 @@ async fn a_3xx_is_permanent_and_never_followed() {
             cycle_attempts: 1,
             max_attempts: 6,
             lease_token: "t".into(),
+            destination: None,
         };
         let policy = herald::outbox::policy::RetryPolicy {
             max_attempts: 6,

@@ -42,6 +42,7 @@ fn event(id: &str, redeliverable: bool) -> NewEvent {
         redeliverable,
         max_attempts: 3,
         delay_ms: 0,
+        destination: None,
     }
 }
 

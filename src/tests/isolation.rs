@@ -70,6 +70,7 @@ fn delivery(round: usize, i: usize, route: &str, url: &str) -> NewEvent {
         redeliverable: true,
         max_attempts: 6,
         delay_ms: 0,
+        destination: herald::outbox::destinations::destination_of(url),
     }
 }
 

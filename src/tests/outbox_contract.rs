@@ -39,6 +39,7 @@ pub(crate) fn event(id: &str) -> NewEvent {
         redeliverable: true,
         max_attempts: 6,
         delay_ms: 0,
+        destination: None,
     }
 }
 

@@ -24,6 +24,7 @@ fn event(id: &str, redeliverable: bool) -> NewEvent {
         redeliverable,
         max_attempts: 6,
         delay_ms: 0,
+        destination: None,
     }
 }
 

@@ -694,7 +694,7 @@ pub fn run_service(store: &SqlStore, settings: &Settings) -> herald::service::ru
             Arc::new(store.clone()),
             Arc::new(tokio::sync::Notify::new()),
         ),
-        Arc::new(herald::notifications::NotificationPlanner::new(settings)),
+        Arc::new(herald::runtime::jobs_planner(settings)),
         deliveries,
         settings.max_result_bytes,
     )

@@ -24,6 +24,7 @@ fn event(i: usize) -> NewEvent {
         redeliverable: true,
         max_attempts: 6,
         delay_ms: 0,
+        destination: None,
     }
 }
 

@@ -7,11 +7,11 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use super::{CapabilityNotice, ScrollingTable, TopBar};
 use crate::approvals::{
     approval_detail, list_approvals, replay_shelf, ActOnApproval, ApprovalDetailView, ApprovalRow,
     ReplayShelfView, RetryReplay,
 };
+use crate::components::{CapabilityNotice, ScrollingTable, TopBar};
 
 #[component]
 pub fn ApprovalsPage() -> impl IntoView {

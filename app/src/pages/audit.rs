@@ -7,10 +7,10 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use super::runs::display_time;
-use super::{ErrorPanel, ScrollingTable, TopBar};
 use crate::api::audit_trail;
+use crate::components::{ErrorPanel, ScrollingTable, TopBar};
 use crate::dto::AuditPage as Page;
+use crate::format::display_time;
 
 #[component]
 pub fn AuditPage() -> impl IntoView {

@@ -4,19 +4,21 @@
 //! action: the count first, at most 1,000 per action, `uncertain` ones only with the
 //! acknowledgement.
 
+mod breakers;
+
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
-use super::breakers::BreakerPanel;
-use super::runs::{display_time, short_id};
-use super::{ErrorPanel, ScrollingTable, TopBar};
 use crate::api::{bulk_retry, current_viewer, list_deliveries, preview_bulk_retry, Failure};
+use crate::components::{focus_within, poll_while_visible, ErrorPanel, ScrollingTable, TopBar};
 use crate::dto::{
     BulkOutcome, BulkPreview, DeliveryFilter, DeliveryPage, DeliveryQuery, DeliveryStatus,
     DeliveryView, Permission,
 };
+use crate::format::{display_time, encode, short_id};
+use breakers::BreakerPanel;
 
 /// The `status` parameter that shows every state (the page opens on needs-attention).
 const ALL: &str = "all";
@@ -31,7 +33,7 @@ fn query_href(query: &DeliveryQuery, status: Option<&str>, after: Option<&str>) 
         ("after", after),
     ]
     .into_iter()
-    .filter_map(|(k, v)| v.map(|v| format!("{k}={}", super::runs::encode(v))))
+    .filter_map(|(k, v)| v.map(|v| format!("{k}={}", encode(v))))
     .collect();
     format!("/deliveries?{}", params.join("&"))
 }
@@ -64,8 +66,8 @@ pub fn DeliveriesPage() -> impl IntoView {
     let page = Resource::new(move || query.get(), list_deliveries);
     let viewer = Resource::new(|| (), |_| current_viewer());
     // Live updates, except while someone is using the filters or a bulk action.
-    super::poll_while_visible(
-        move || !super::focus_within(".filters") && !super::focus_within(".bulk"),
+    poll_while_visible(
+        move || !focus_within(".filters") && !focus_within(".bulk"),
         move || page.refetch(),
     );
     view! {

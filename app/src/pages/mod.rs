@@ -1,20 +1,20 @@
-//! The console's document shell, router and shared chrome.
+//! The console's document shell and router: every page is a module here, and the
+//! shared chrome is in [`crate::components`].
 
 mod approvals;
 mod audit;
-mod breakers;
 mod deliveries;
 mod login;
+mod not_found;
 mod run;
 mod runs;
 
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Title};
-use leptos_router::components::{Route, Router, Routes, A};
+use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{path, SsrMode};
 
-use crate::api::{current_viewer, Failure};
-use crate::dto::Viewer;
+use not_found::NotFound;
 
 /// The HTML document the server renders around the app.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -57,189 +57,5 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/approvals") view=approvals::ApprovalsPage />
             </Routes>
         </Router>
-    }
-}
-
-/// Live updates: calls `refresh` every two seconds while the page is visible and
-/// `wanted()` holds (polling pauses while the tab is hidden and resumes when it is
-/// shown again). Runs only in the browser.
-fn poll_while_visible(wanted: impl Fn() -> bool + 'static, refresh: impl Fn() + 'static) {
-    let tick = move || {
-        if !document().hidden() && wanted() {
-            refresh();
-        }
-    };
-    let tick = std::rc::Rc::new(tick);
-    Effect::new(move |_| {
-        let tick = tick.clone();
-        if let Ok(handle) =
-            set_interval_with_handle(move || tick(), std::time::Duration::from_secs(2))
-        {
-            on_cleanup(move || handle.clear());
-        }
-    });
-}
-
-/// Whether the keyboard focus is inside an element matching `selector` (someone is
-/// typing in a filter or confirming an action: do not redraw under them).
-fn focus_within(selector: &str) -> bool {
-    document()
-        .active_element()
-        .and_then(|el| el.closest(selector).ok().flatten())
-        .is_some()
-}
-
-/// Sets the HTTP status of the page being rendered on the server.
-fn set_status(status: u16) {
-    #[cfg(feature = "ssr")]
-    if let (Some(options), Ok(code)) = (
-        use_context::<leptos_axum::ResponseOptions>(),
-        http::StatusCode::from_u16(status),
-    ) {
-        options.set_status(code);
-    }
-    #[cfg(not(feature = "ssr"))]
-    let _ = status;
-}
-
-#[component]
-fn NotFound() -> impl IntoView {
-    set_status(404);
-    view! {
-        <Title text="Page not found · Herald" />
-        <TopBar />
-        <main class="page narrow">
-            <div class="panel state" data-testid="not-found">
-                <p class="state-code">"404"</p>
-                <h1>"Page not found"</h1>
-                <p class="muted">"There is nothing at this address. It may have moved, or the link may be mistyped."</p>
-                <a href="/runs" class="button">"Go to Runs"</a>
-            </div>
-        </main>
-    }
-}
-
-/// A failed load, designed by its status: not found, not allowed, or a server error.
-#[component]
-fn ErrorPanel(
-    failure: Failure,
-    /// What could not be loaded, e.g. "Runs could not be loaded".
-    what: &'static str,
-    /// Where "Try again" goes.
-    retry: String,
-) -> impl IntoView {
-    set_status(failure.status);
-    if failure.status == 501 {
-        return view! { <CapabilityNotice reason=failure.message /> }.into_any();
-    }
-    let (code, title, advice) = match failure.status {
-        401 => ("401", "Sign in to continue", "Your session has ended."),
-        403 => (
-            "403",
-            "You do not have access to this page",
-            "Your role does not include the permission it needs. Ask an admin if you need it.",
-        ),
-        404 => ("404", "Not found", "It may have been removed, or the link may be mistyped."),
-        400 => ("400", what, "The request was not understood."),
-        _ => (
-            "500",
-            "Something went wrong",
-            "The server could not answer. Try again in a moment; if it keeps failing, check the server's log.",
-        ),
-    };
-    view! {
-        <div class="panel state error" role="alert" data-testid="error-state" data-status=failure.status>
-            <p class="state-code">{code}</p>
-            <h2>{title}</h2>
-            <p>{advice}</p>
-            <p class="muted small">{failure.message}</p>
-            <p class="actions">
-                <a href=retry rel="external" class="button">"Try again"</a>
-                <a href="/runs" class="button">"Go to Runs"</a>
-            </p>
-        </div>
-    }
-    .into_any()
-}
-
-/// A capability this store does not have (HTTP 501 `capability_unavailable`): a
-/// designed notice, not an error — trying again will not change it.
-#[component]
-pub fn CapabilityNotice(
-    /// The server's explanation.
-    reason: String,
-) -> impl IntoView {
-    view! {
-        <div class="panel state" role="note" data-testid="capability-unavailable">
-            <h2>"Durable delivery unavailable on this store"</h2>
-            <p>
-                "This server runs on an ephemeral store: runs are kept while it runs, but notifications are "
-                "sent once, best effort, right after each transition, and are not recorded. There is nothing "
-                "to list, retry or audit here."
-            </p>
-            <p class="muted small">{reason}</p>
-            <p class="actions">
-                <a href="/runs" class="button">"Go to Runs"</a>
-            </p>
-        </div>
-    }
-}
-
-/// A table panel that scrolls sideways when wider than the screen: a focusable,
-/// named region, so a keyboard can scroll it too.
-#[component]
-pub fn ScrollingTable(
-    /// What the region holds, for screen readers.
-    label: &'static str,
-    children: Children,
-) -> impl IntoView {
-    view! {
-        <div class="panel table-wrap" tabindex="0" role="region" aria-label=label>
-            {children()}
-        </div>
-    }
-}
-
-/// The top bar: product name, navigation and who is signed in.
-#[component]
-fn TopBar() -> impl IntoView {
-    let viewer = Resource::new(|| (), |_| current_viewer());
-    view! {
-        <header class="topbar">
-            <a class="brand" href="/runs">
-                <span class="brand-mark" aria-hidden="true">"◆"</span>
-                "Herald"
-            </a>
-            <nav aria-label="Main">
-                <A href="/runs">"Runs"</A>
-                <A href="/deliveries">"Deliveries"</A>
-                <A href="/audit">"Audit"</A>
-                <A href="/approvals">"Approvals"</A>
-            </nav>
-            <div class="who">
-                <Suspense fallback=|| ()>
-                    {move || Suspend::new(async move {
-                        match viewer.await {
-                            Ok(Some(viewer)) => view! { <ViewerBadge viewer /> }.into_any(),
-                            _ => view! { <a href="/login">"Sign in"</a> }.into_any(),
-                        }
-                    })}
-                </Suspense>
-            </div>
-        </header>
-    }
-}
-
-#[component]
-fn ViewerBadge(viewer: Viewer) -> impl IntoView {
-    let role = viewer.role.as_str();
-    view! {
-        <span class="viewer" data-testid="viewer">
-            <span class="viewer-name">{viewer.name}</span>
-            <span class=format!("role role-{role}") data-testid="viewer-role">{role}</span>
-        </span>
-        <form method="post" action="/auth/logout" class="inline">
-            <button type="submit" class="link-button" data-testid="logout">"Sign out"</button>
-        </form>
     }
 }

@@ -8,12 +8,12 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
-use super::runs::{display_time, short_id};
-use super::{CapabilityNotice, ErrorPanel, TopBar};
 use crate::api::{load_run, retry_delivery, Failure};
+use crate::components::{poll_while_visible, set_status, CapabilityNotice, ErrorPanel, TopBar};
 use crate::dto::{
     AttemptView, DeliveryDetail, DeliveryStatus, DeliveryView, RetryCommand, RunFacts, RunView,
 };
+use crate::format::{display_time, short_id};
 
 /// What the page says after a retry.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,7 +54,7 @@ pub fn RunPage() -> impl IntoView {
     });
     // Live updates: while a delivery is pending or in flight (and no dialog is
     // open), reload the run every two seconds.
-    super::poll_while_visible(
+    poll_while_visible(
         move || {
             dialog.with_untracked(Option::is_none)
                 && page.get_untracked().is_some_and(|r| {
@@ -111,7 +111,7 @@ pub fn RunPage() -> impl IntoView {
 
 #[component]
 fn RunNotFound(id: String) -> impl IntoView {
-    super::set_status(404);
+    set_status(404);
     view! {
         <div class="panel state" data-testid="run-not-found">
             <p class="state-code">"404"</p>

@@ -10,9 +10,12 @@ use leptos_router::NavigateOptions;
 
 use leptos_router::components::Form;
 
-use super::{ErrorPanel, ScrollingTable, TopBar};
 use crate::api::{list_runs, Failure};
-use crate::dto::{DeliveryCounts, DeliveryFilter, DeliveryStatus, RunPage, RunStatus, RunSummary};
+use crate::components::{focus_within, poll_while_visible, ErrorPanel, ScrollingTable, TopBar};
+use crate::dto::{
+    format_count, DeliveryCounts, DeliveryFilter, DeliveryStatus, RunPage, RunStatus, RunSummary,
+};
+use crate::format::{display_time, encode, short_id};
 
 /// The filters and cursor the URL holds.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -66,19 +69,6 @@ impl Filters {
     }
 }
 
-/// Percent-encodes a query value (types and cursors are plain ASCII, but be exact).
-pub(super) fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 #[component]
 pub fn RunsPage() -> impl IntoView {
     let query = use_query_map();
@@ -112,10 +102,7 @@ pub fn RunsPage() -> impl IntoView {
     );
 
     // Live updates, except while someone is using the filters.
-    super::poll_while_visible(
-        move || !super::focus_within(".filters"),
-        move || page.refetch(),
-    );
+    poll_while_visible(move || !focus_within(".filters"), move || page.refetch());
     view! {
         <Title text="Runs · Herald" />
         <TopBar />
@@ -219,7 +206,7 @@ fn FilterBar(
                 status_counts
                     .iter()
                     .find(|(counted, _)| *counted == s)
-                    .map(|(_, n)| crate::dto::format_count(*n))
+                    .map(|(_, n)| format_count(*n))
             });
             view! {
                 <a href=href class="chip" class:active=active aria-current=active.then_some("true") data-testid=testid>
@@ -378,19 +365,6 @@ fn DeliverySummary(counts: DeliveryCounts) -> impl IntoView {
         </span>
     }
     .into_any()
-}
-
-/// `2026-11-30T10:36:47.021Z` as `2026-11-30 10:36:47 UTC`: seconds are enough at a glance;
-/// the full time is in the cell's title.
-pub(super) fn display_time(rfc3339: &str) -> String {
-    let trimmed = rfc3339.split(['.', 'Z']).next().unwrap_or(rfc3339);
-    format!("{} UTC", trimmed.replace('T', " "))
-}
-
-/// The last 12 characters of an id: the part of a UUIDv7 that differs between runs.
-pub(super) fn short_id(id: &str) -> String {
-    let start = id.len().saturating_sub(12);
-    format!("…{}", &id[start..])
 }
 
 #[component]

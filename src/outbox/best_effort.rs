@@ -55,6 +55,7 @@ async fn send_once(registry: &Registry, event: &NewEvent) -> Option<Outcome> {
         // One attempt: there is nowhere to keep a retry.
         max_attempts: 1,
         lease_token: String::new(),
+        destination: event.destination.clone(),
     };
     Some(registration.handler.handle(&attempt).await)
 }

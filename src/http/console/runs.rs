@@ -9,11 +9,10 @@ use app::dto::{
 };
 use app::port::{ConsoleError, ConsolePort};
 
-use crate::http::ApiError;
+use crate::http::error::console_error;
 use crate::service::deliveries::{DeliveryService, RetryRequest};
 use crate::service::destinations::DestinationService;
 use crate::service::runs::RunService;
-use crate::service::ServiceError;
 
 /// Audit rows per console page.
 const AUDIT_PAGE: u32 = 50;
@@ -44,14 +43,6 @@ impl Console {
             status: 501,
             message: "destination health is not available here".into(),
         })
-    }
-}
-
-fn console_error(err: ServiceError) -> ConsoleError {
-    let api = ApiError::from(err);
-    ConsoleError {
-        status: api.status.as_u16(),
-        message: api.message,
     }
 }
 

@@ -13,7 +13,7 @@ use app::dto::{DeliveryStatus, Permission, Role, Viewer};
 use app::port::ConsoleError;
 
 use crate::approvals::model::kinds;
-use crate::http::ApiError;
+use crate::http::error::console_error;
 use crate::service::approvals::{ApprovalService, ApprovalView};
 use crate::service::deliveries::{DeliveryService, RetryRequest};
 use crate::service::ServiceError;
@@ -21,14 +21,6 @@ use crate::service::ServiceError;
 pub struct ApprovalsConsole {
     pub approvals: ApprovalService,
     pub deliveries: DeliveryService,
-}
-
-fn console_error(err: ServiceError) -> ConsoleError {
-    let api = ApiError::from(err);
-    ConsoleError {
-        status: api.status.as_u16(),
-        message: api.message,
-    }
 }
 
 fn row(view: ApprovalView) -> ApprovalRow {

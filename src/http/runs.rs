@@ -1,4 +1,5 @@
-//! The JSON API, version 1.
+//! The JSON API's runs, version 1: create, list, read and move runs, and list a
+//! run's deliveries.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -10,8 +11,7 @@ use app::dto::{DeliveryFilter, DeliveryView, RunPage, RunQuery, RunStatus};
 
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery, MaybeViewer};
-use super::AppState;
-use crate::service::deliveries::RetryRequest;
+use super::state::AppState;
 use crate::service::runs::{
     BatchTransitions, CreateRun, RunDetail, TransitionRequest, TransitionResponse,
 };
@@ -23,7 +23,6 @@ pub fn router() -> Router<AppState> {
         .route("/runs/{id}", get(get_run))
         .route("/runs/{id}/transitions", post(transition_run))
         .route("/runs/{id}/deliveries", get(run_deliveries))
-        .route("/deliveries/{event_id}/retry", post(retry_delivery))
         .fallback(|| async {
             ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such API endpoint")
         })
@@ -152,20 +151,4 @@ async fn run_deliveries(
     Path(id): Path<String>,
 ) -> Result<Json<Vec<DeliveryView>>, ApiError> {
     Ok(Json(state.deliveries.for_run(viewer.as_ref(), &id).await?))
-}
-
-/// The one manual-retry handler, mounted here and on the admin API's
-/// `/notification-outbox/{event_id}/retry`.
-pub(super) async fn retry_delivery(
-    State(state): State<AppState>,
-    MaybeViewer(viewer): MaybeViewer,
-    Path(event_id): Path<String>,
-    ApiJson(body): ApiJson<RetryRequest>,
-) -> Result<Json<DeliveryView>, ApiError> {
-    Ok(Json(
-        state
-            .deliveries
-            .retry(viewer.as_ref(), &event_id, body)
-            .await?,
-    ))
 }

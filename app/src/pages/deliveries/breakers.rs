@@ -4,9 +4,10 @@
 
 use leptos::prelude::*;
 
-use super::runs::display_time;
 use crate::api::{close_destination_breaker, destination_breakers};
+use crate::components::poll_while_visible;
 use crate::dto::BreakerView;
+use crate::format::display_time;
 
 #[component]
 pub fn BreakerPanel(may_close: bool) -> impl IntoView {
@@ -17,7 +18,7 @@ pub fn BreakerPanel(may_close: bool) -> impl IntoView {
             breakers.refetch();
         }
     });
-    super::poll_while_visible(|| true, move || breakers.refetch());
+    poll_while_visible(|| true, move || breakers.refetch());
     view! {
         <Transition fallback=|| ()>
             {move || Suspend::new(async move {

@@ -1,0 +1,25 @@
+//! The operators' audit trail.
+
+use serde::{Deserialize, Serialize};
+
+/// One row of the operators' audit trail.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub id: String,
+    /// The delivery, or for a bulk retry the filter it covered.
+    pub event_id: String,
+    /// `retry` or `bulk_retry`.
+    pub action: String,
+    pub actor: String,
+    pub from_status: String,
+    pub acknowledged_duplicate_risk: bool,
+    /// Deliveries the action retried (1 for a single retry).
+    pub affected: i64,
+    pub at: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditPage {
+    pub entries: Vec<AuditEntry>,
+    pub next_cursor: Option<String>,
+}

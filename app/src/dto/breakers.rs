@@ -1,0 +1,29 @@
+//! Destination circuit breakers as operators see them.
+
+use serde::{Deserialize, Serialize};
+
+/// A destination's circuit breaker (issue 10), as operators see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BreakerView {
+    /// The destination's origin (`scheme://host:port`: no path, query or secret).
+    pub destination: String,
+    /// The configured route name, or `callback`.
+    pub route: String,
+    /// `open`, `half_open` or `closed`.
+    pub state: String,
+    /// Consecutive failures that opened it.
+    pub failures: i64,
+    pub opened_at: Option<String>,
+    /// When the half-open probe is due.
+    pub probe_at: Option<String>,
+}
+
+/// What a manual close did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BreakerClosed {
+    pub destination: String,
+    /// The state it was in.
+    pub from_state: String,
+    /// Waiting events made due now.
+    pub released: u64,
+}

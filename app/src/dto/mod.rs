@@ -1,0 +1,18 @@
+//! Types shared by the server and the browser: the vocabulary (roles, permissions,
+//! the signed-in viewer, run and delivery states — defined in the `vocab` crate and
+//! re-exported here) and the views the console shows, by family.
+
+pub mod audit;
+pub mod breakers;
+pub mod deliveries;
+pub mod runs;
+
+pub use vocab::{DeliveryFilter, DeliveryStatus, Permission, Role, RunStatus, Viewer};
+
+pub use audit::{AuditEntry, AuditPage};
+pub use breakers::{BreakerClosed, BreakerView};
+pub use deliveries::{
+    AttemptView, BulkOutcome, BulkPreview, DeliveryCounts, DeliveryDetail, DeliveryPage,
+    DeliveryQuery, DeliveryView, RetryCommand,
+};
+pub use runs::{format_count, RunFacts, RunPage, RunQuery, RunSummary, RunView, STATUS_COUNT_CAP};

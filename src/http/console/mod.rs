@@ -1,0 +1,8 @@
+//! The console's adapters: the Leptos pages' ports ([`app::port::ConsolePort`],
+//! [`app::approvals::port::ApprovalsPort`]) served by the services.
+
+mod approvals;
+mod runs;
+
+pub use approvals::ApprovalsConsole;
+pub use runs::Console;

@@ -1,0 +1,146 @@
+//! Plans the events a run's terminal transition owes.
+
+use std::sync::Arc;
+
+use super::kinds;
+use crate::channels::webhook::WebhookPayload;
+use crate::clock::format_ms;
+use crate::outbox::destinations::destination_of;
+use crate::outbox::model::{NewEvent, Source};
+use crate::routes::{DeliveryPayload, Routes};
+use crate::store::ports::Run;
+
+/// What the jobs planner needs to know besides the routes.
+#[derive(Clone, Debug, Default)]
+pub struct JobsPlan {
+    /// The signing secret's reference for run callbacks (none: unsigned).
+    pub callback_secret_ref: Option<String>,
+    /// The route told of failed events (none: nobody is told).
+    pub dead_letter_route: Option<String>,
+    /// Sending attempts per automatic cycle.
+    pub max_attempts: u32,
+}
+
+pub struct JobsPlanner {
+    pub(super) routes: Arc<Routes>,
+    pub(super) plan: JobsPlan,
+}
+
+impl JobsPlanner {
+    pub fn new(routes: Arc<Routes>, plan: JobsPlan) -> Self {
+        JobsPlanner { routes, plan }
+    }
+
+    pub fn has_route(&self, name: &str) -> bool {
+        self.routes.contains(name)
+    }
+
+    /// The events of a terminal transition. `run` is the run as committed.
+    pub fn for_terminal(&self, run: &Run, routes: &[String]) -> Vec<NewEvent> {
+        let snapshot = snapshot(run);
+        let mut events = Vec::new();
+        if let Some(url) = &run.callback_url {
+            let payload = WebhookPayload {
+                url: url.clone(),
+                body: snapshot.clone(),
+                secret_ref: self.plan.callback_secret_ref.clone(),
+            };
+            events.push(self.event(
+                // The terminal event is part of the identity: another legitimate
+                // terminal event of this run is another callback.
+                format!(
+                    "callback_{}_{}_{}",
+                    run.id,
+                    run.status.as_str(),
+                    run.transition_seq
+                ),
+                kinds::CALLBACK,
+                run,
+                serde_json::to_string(&payload).unwrap_or_default(),
+                true,
+                destination_of(url),
+            ));
+        }
+        for name in routes {
+            let (payload, redeliverable, destination) = match self.routes.get(name) {
+                Some(route) => {
+                    let (payload, redeliverable) = route.delivery(&snapshot, &run_text(run));
+                    (payload, redeliverable, destination_of(&route.url))
+                }
+                None => (
+                    DeliveryPayload::MissingRoute {
+                        route: name.clone(),
+                    },
+                    true,
+                    None,
+                ),
+            };
+            events.push(self.event(
+                format!("deliver_{}_{}", run.id, name),
+                kinds::DELIVERY,
+                run,
+                payload.to_json(),
+                redeliverable,
+                destination,
+            ));
+        }
+        events
+    }
+
+    fn event(
+        &self,
+        event_id: String,
+        kind: &str,
+        run: &Run,
+        payload: String,
+        redeliverable: bool,
+        destination: Option<String>,
+    ) -> NewEvent {
+        NewEvent {
+            event_id,
+            source: Source::Jobs,
+            kind: kind.to_string(),
+            parent_type: "run".into(),
+            parent_id: run.id.clone(),
+            payload,
+            redeliverable,
+            max_attempts: self.plan.max_attempts,
+            delay_ms: 0,
+            destination,
+        }
+    }
+}
+
+/// The business snapshot a notification carries.
+fn snapshot(run: &Run) -> serde_json::Value {
+    let result = run
+        .result
+        .as_deref()
+        .and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+        .unwrap_or(serde_json::Value::Null);
+    serde_json::json!({
+        "event": "run.finished",
+        "run_id": run.id,
+        "type": run.run_type,
+        "tenant": run.tenant,
+        "status": run.status.as_str(),
+        "transition_seq": run.transition_seq,
+        "finished_at": format_ms(run.updated_at_ms),
+        "result": result,
+    })
+}
+
+fn run_text(run: &Run) -> String {
+    let mut text = format!(
+        "Run {} ({}, tenant {}) {}.",
+        run.id,
+        run.run_type,
+        run.tenant,
+        run.status.as_str()
+    );
+    if let Some(result) = &run.result {
+        text.push('\n');
+        text.push_str(result);
+    }
+    text
+}

@@ -1,0 +1,15 @@
+//! Herald's shared vocabulary: the words the server and the console UI both speak.
+//! Roles and the permissions they grant, the signed-in viewer, the run lifecycle and
+//! the delivery states with the filters over them — the types and their rules, with
+//! their serialized forms, and nothing else.
+//!
+//! Shared by the server (`herald`) and the Leptos UI (`app`, which re-exports it from
+//! `app::dto`). It depends on serde alone, so it builds for `wasm32-unknown-unknown`.
+
+pub mod deliveries;
+pub mod roles;
+pub mod runs;
+
+pub use deliveries::{DeliveryFilter, DeliveryStatus};
+pub use roles::{Permission, Role, Viewer};
+pub use runs::RunStatus;
