@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use app::dto::{Role, Viewer};
 use herald::approvals::model::{kinds, DefinitionSpec};
 use herald::approvals::planner::ApprovalPlanner;
 use herald::approvals::replay::ReplayHandler;
@@ -25,6 +24,7 @@ use serde_json::json;
 use sqlx::{AnyConnection, Connection, Executor};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use vocab::{Role, Viewer};
 
 async fn open(
     engine: Engine,

@@ -18,10 +18,10 @@ mod cluster;
 
 use std::time::{Duration, Instant};
 
-use app::dto::Role;
 use cluster::{count, drive, Api, Galera, Node};
 use herald::store::{Engine, SqlStore, StoreOptions};
 use support::{api_token, Receiver, TestDb};
+use vocab::Role;
 
 struct Args {
     scenarios: Vec<String>,

@@ -311,9 +311,9 @@ async fn latency(engine: Engine, seconds: u64, per_second: u64) {
 /// End to end: runs finish through `RunService::transition` (run update and signed
 /// callback event in one transaction), workers deliver them to a local receiver.
 async fn webhooks(engine: Engine, runs: usize) {
-    use app::dto::{Role, RunStatus, Viewer};
     use herald::config::{Settings, SettingsArgs};
     use herald::service::runs::{CreateRun, RunService, TransitionRequest};
+    use vocab::{Role, RunStatus, Viewer};
 
     // The receiver: records when each run's callback arrived.
     let arrived: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();

@@ -3,8 +3,8 @@
 use std::io::Read;
 
 use anyhow::Context;
-use app::dto::Role;
 use clap::{Parser, Subcommand, ValueEnum};
+use vocab::Role;
 
 use crate::auth::password::generate_password;
 use crate::config::{LogFormat, Settings, SettingsArgs};

@@ -1,13 +1,17 @@
 //! Herald: a durable side-effect engine with an operator console.
 //!
-//! Map of the crate (see `docs/ARCHITECTURE.md` for the whole picture):
-//! - [`config`]: settings from flags, `HERALD_*` variables and a TOML file;
-//! - [`store`]: the storage port and its SQL adapter for SQLite, PostgreSQL and MySQL;
+//! Map of the crate, top to bottom (see `docs/ARCHITECTURE.md` for the whole picture):
+//! - [`cli`], [`server`], [`runtime`], [`config`]: the `herald` binary, its
+//!   settings and the outbox machinery built from the configured sources;
+//! - [`http`]: the console's adapters, the JSON and admin APIs, sign-in, probes;
 //! - [`service`]: every operation with its permission check;
-//! - [`best_effort`]: once-only sending on a store without a durable outbox;
-//! - [`auth`]: passwords, API tokens, sessions, sign-in throttling;
-//! - [`http`]: the console, the JSON API and health probes;
-//! - [`cli`] and [`server`]: the `herald` binary.
+//! - the sources, [`jobs`] and [`approvals`]: what each transition owes, and the
+//!   handlers of their kinds;
+//! - [`outbox`]: the durable engine (claims, leases, settling, destinations) and
+//!   best-effort sending where the store keeps no outbox;
+//! - [`routes`] and [`channels`]: what a destination is, and the senders;
+//! - [`store`]: the storage port and its SQL adapter for SQLite, PostgreSQL and MySQL;
+//! - beside them [`auth`], [`batcher`], [`clock`]; below all, the `vocab` crate.
 
 #![forbid(unsafe_code)]
 

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use app::dto::Role;
 use axum::serve::ListenerExt;
 use leptos::prelude::LeptosOptions;
 use tokio_util::sync::CancellationToken;
+use vocab::Role;
 
 use crate::auth::password::generate_password;
 use crate::auth::session_store::DbSessionStore;

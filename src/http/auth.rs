@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use app::dto::Viewer;
+use vocab::Viewer;
 
 use super::error::ApiError;
 use super::state::AppState;

@@ -4,7 +4,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 
-use app::dto::Viewer;
+use vocab::Viewer;
 
 use super::error::ApiError;
 

@@ -7,7 +7,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use app::dto::{DeliveryFilter, DeliveryView, RunPage, RunQuery, RunStatus};
+use app::dto::{DeliveryView, RunPage, RunQuery};
+
+use vocab::{DeliveryFilter, RunStatus};
 
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery, MaybeViewer};

@@ -160,7 +160,7 @@ impl Metrics {
             .entry(source.to_string())
             .or_default()
             .insert(kind.to_string());
-        for status in app::dto::DeliveryStatus::ALL {
+        for status in vocab::DeliveryStatus::ALL {
             self.events
                 .with_label_values(&[source, kind, status.as_str()])
                 .set(0);
@@ -219,7 +219,7 @@ impl Metrics {
         use std::collections::HashMap;
         let mut oldest: HashMap<&str, i64> = HashMap::new();
         let mut expired: HashMap<&str, i64> = HashMap::new();
-        let statuses = app::dto::DeliveryStatus::ALL;
+        let statuses = vocab::DeliveryStatus::ALL;
         let declared = self
             .declared
             .lock()

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use app::dto::{Permission, Role, Viewer};
+use vocab::{Permission, Role, Viewer};
 
 use super::{require, ServiceError};
 use crate::auth::hashing_pool::HashingPool;

@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
-use app::dto::{Permission, Role, Viewer};
 use serde::{Deserialize, Serialize};
+use vocab::{Permission, Role, Viewer};
 
 use super::error_class::redact;
 use super::{format_ms, require, ServiceError};

@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 use app::dto::{
     AttemptView, AuditEntry, AuditPage, BulkOutcome, BulkPreview, DeliveryCounts, DeliveryDetail,
-    DeliveryFilter, DeliveryPage, DeliveryQuery, DeliveryStatus, DeliveryView, Permission, Viewer,
+    DeliveryPage, DeliveryQuery, DeliveryView,
 };
+
 use serde::Deserialize;
+use vocab::{DeliveryFilter, DeliveryStatus, Permission, Viewer};
 
 use super::error_class::redact;
 use super::{format_ms, parse_instant, require, ServiceError};

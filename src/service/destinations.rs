@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use app::dto::{BreakerClosed, BreakerView, Permission, Viewer};
+use app::dto::{BreakerClosed, BreakerView};
+
+use vocab::{Permission, Viewer};
 
 use super::{format_ms, require, ServiceError};
 use crate::outbox::destinations::open_first;

@@ -11,7 +11,7 @@ pub mod records;
 pub mod runs;
 pub mod transitions;
 
-use app::dto::{Permission, Viewer};
+use vocab::{Permission, Viewer};
 
 use crate::store::{StoreError, StoreFault};
 
@@ -41,13 +41,13 @@ pub enum ServiceError {
     /// A compare-and-set lost: the delivery is no longer in the state the caller saw.
     #[error("{message}")]
     DeliveryChanged {
-        current: app::dto::DeliveryStatus,
+        current: vocab::DeliveryStatus,
         message: String,
     },
     #[error("the run is {}; it cannot move to {}", .current.as_str(), .requested.as_str())]
     IllegalTransition {
-        current: app::dto::RunStatus,
-        requested: app::dto::RunStatus,
+        current: vocab::RunStatus,
+        requested: vocab::RunStatus,
     },
     #[error("{field}: {message}")]
     TooLarge {
@@ -193,7 +193,7 @@ pub fn parse_instant(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use app::dto::Role;
+    use vocab::Role;
 
     #[test]
     fn permissions_follow_the_role_table() {

@@ -2,8 +2,8 @@
 //! `_System_*` objects are never writable here and readable only with `data:read`
 //! (Herald's own outbox is not a record object and is never reachable here).
 
-use app::dto::{Permission, Viewer};
 use serde::{Deserialize, Serialize};
+use vocab::{Permission, Viewer};
 
 use super::{format_ms, require, ServiceError};
 use crate::approvals::model::{is_system_object, valid_name};

@@ -2,10 +2,10 @@
 
 use std::sync::{Arc, OnceLock};
 
-use app::dto::{
-    DeliveryCounts, Permission, RunFacts, RunPage, RunQuery, RunStatus, RunSummary, Viewer,
-};
+use app::dto::{DeliveryCounts, RunFacts, RunPage, RunQuery, RunSummary};
+
 use serde::{Deserialize, Serialize};
+use vocab::{Permission, RunStatus, Viewer};
 
 use super::creations::{CreationOutcome, CreationWriter};
 use super::deliveries::DeliveryService;

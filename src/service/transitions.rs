@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use app::dto::RunStatus;
+use vocab::RunStatus;
 
 use super::{write_batched, ServiceError};
 use crate::batcher::{BatchLimits, Batcher};

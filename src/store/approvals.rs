@@ -5,12 +5,13 @@
 
 use sqlx::any::AnyRow;
 
+use super::error::StoreError;
 use super::events::EventRecord;
 use super::outbox::{event_from_row, EVENT_COLUMNS, FENCE};
 use super::ports::WriteTx;
 use super::row::{int, opt_text, text};
-use super::{SqlStore, StoreError};
-use crate::approvals::model::{
+use super::sql::SqlStore;
+use vocab::approvals::{
     Approver, Definition, DefinitionSpec, Instance, InstanceStatus, Node, WorkItem,
 };
 
@@ -43,8 +44,8 @@ fn instance_from_row(row: &AnyRow) -> Result<Instance, StoreError> {
 fn definition_from_row(row: &AnyRow) -> Result<Definition, StoreError> {
     #[derive(serde::Deserialize)]
     struct Body {
-        steps: Vec<crate::approvals::model::Step>,
-        actions: crate::approvals::model::LifecycleActions,
+        steps: Vec<vocab::approvals::Step>,
+        actions: vocab::approvals::LifecycleActions,
     }
     let body: Body = serde_json::from_str(&text(row, "body")?)
         .map_err(|e| StoreError::Corrupt(format!("definition body: {e}")))?;
@@ -253,7 +254,7 @@ impl SqlStore {
         tx: &mut WriteTx,
         instance_id: &str,
         index: i64,
-        step: &crate::approvals::model::Step,
+        step: &vocab::approvals::Step,
     ) -> Result<(), StoreError> {
         let now = self.engine.now_ms();
         let node_id = uuid::Uuid::now_v7().to_string();

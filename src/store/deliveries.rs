@@ -2,15 +2,16 @@
 //! page of parents (one grouped statement), the filtered, keyset-paged event list,
 //! attempt logs of several events, and the audit trail.
 
-use app::dto::DeliveryStatus;
 use async_trait::async_trait;
+use vocab::DeliveryStatus;
 
 use super::engine::placeholders;
+use super::error::StoreError;
 use super::events::{AttemptRecord, EventRecord};
 use super::outbox::{attempt_from_row, event_from_row, EVENT_COLUMNS};
 use super::ports::{AuditRecord, DeliveryReads, EventFilter, NewAuditEntry};
 use super::row::{int, text};
-use super::{SqlStore, StoreError};
+use super::sql::SqlStore;
 
 /// Values bound in order to a statement built from optional filters.
 enum Arg<'a> {

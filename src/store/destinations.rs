@@ -4,9 +4,10 @@
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
 
+use super::error::StoreError;
 use super::ports::{BreakerRecord, DestinationStore};
 use super::row::{int, opt_int, text};
-use super::{SqlStore, StoreError};
+use super::sql::SqlStore;
 
 const COLUMNS: &str =
     "destination, route, state, failures, open_ms, opened_at, probe_at, updated_at";

@@ -8,7 +8,8 @@ use std::borrow::Cow;
 
 use sqlx::migrate::Migrator;
 
-use super::{StoreError, StoreFault};
+use super::error::StoreError;
+use super::fault::StoreFault;
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
@@ -267,6 +268,20 @@ pub fn fault_of(err: &sqlx::Error) -> StoreFault {
             }
         }
         _ => StoreFault::Other,
+    }
+}
+
+impl StoreError {
+    /// What class of failure this is (see [`StoreFault`]).
+    pub fn fault(&self) -> StoreFault {
+        match self {
+            StoreError::Database(err) => fault_of(err),
+            StoreError::Connect { source, .. } => match fault_of(source) {
+                StoreFault::Other => StoreFault::Unreachable,
+                fault => fault,
+            },
+            _ => StoreFault::Other,
+        }
     }
 }
 

@@ -1,8 +1,8 @@
 //! The outbox port's data: events to enqueue, events as claimed, and how an
 //! attempt settles (re-exported as `outbox::model`).
 
-use app::dto::DeliveryStatus;
 use serde::Serialize;
+use vocab::DeliveryStatus;
 
 /// Which store owns an event (DESIGN §1). Fixed per kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

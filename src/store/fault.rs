@@ -2,9 +2,7 @@
 //! commit race is retried at once, an unavailable store is backed off from and
 //! reported (logs, `/metrics`, `/readyz`, HTTP 503), anything else is a refused
 //! statement. The engine-specific codes behind each class live in
-//! [`super::engine::fault_of`].
-
-use super::{engine, StoreError};
+//! [`super::engine::fault_of`], which also classes a [`super::StoreError`].
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreFault {
@@ -57,22 +55,10 @@ impl StoreFault {
     }
 }
 
-impl StoreError {
-    pub fn fault(&self) -> StoreFault {
-        match self {
-            StoreError::Database(err) => engine::fault_of(err),
-            StoreError::Connect { source, .. } => match engine::fault_of(source) {
-                StoreFault::Other => StoreFault::Unreachable,
-                fault => fault,
-            },
-            _ => StoreFault::Other,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::StoreError;
 
     #[test]
     fn transport_failures_are_outages() {

@@ -19,8 +19,9 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::error::StoreError;
 use super::ports::WriteTx;
-use super::{SqlStore, StoreError};
+use super::sql::SqlStore;
 
 /// The future a unit's work returns; it borrows the group's transaction.
 pub type UnitFuture<'a, T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'a>>;

@@ -6,6 +6,7 @@ mod approvals;
 mod deliveries;
 mod destinations;
 pub mod engine;
+mod error;
 pub mod events;
 mod fault;
 pub mod group_commit;
@@ -15,208 +16,15 @@ mod records;
 pub mod row;
 mod runs;
 mod sessions;
+mod sql;
 mod tokens;
 mod upkeep;
 mod users;
 
-use std::str::FromStr;
-use std::time::Duration;
-
-use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::{AnyPool, ConnectOptions, Executor};
-
 pub use approvals::StatusCount;
 pub use engine::{Durability, Engine};
+pub use error::StoreError;
 pub use fault::StoreFault;
 pub use group_commit::{GroupCommitter, GroupLimits, UnitFuture};
 pub use records::Record;
-
-/// Errors at the storage boundary.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error(
-        "unsupported database URL {0:?}: expected a sqlite:, postgres:, mysql: or memory:// URL"
-    )]
-    UnsupportedUrl(String),
-    #[error("cannot open the database at {url}: {source}")]
-    Connect {
-        url: String,
-        #[source]
-        source: sqlx::Error,
-    },
-    #[error("database migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    #[error("{0} already exists")]
-    AlreadyExists(String),
-    #[error("stored data is unreadable: {0}")]
-    Corrupt(String),
-    #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
-    /// The shared transaction a write unit ran in did not commit; nothing of the
-    /// unit was kept.
-    #[error("the group commit failed: {0}")]
-    GroupCommit(String),
-}
-
-impl StoreError {
-    /// Maps a unique-key violation to `AlreadyExists(what)`; other errors pass through.
-    fn unique_as(err: sqlx::Error, what: impl Into<String>) -> StoreError {
-        match err.as_database_error() {
-            Some(db) if db.is_unique_violation() => StoreError::AlreadyExists(what.into()),
-            _ => StoreError::Database(err),
-        }
-    }
-}
-
-/// How a store is opened.
-#[derive(Clone, Debug)]
-pub struct StoreOptions {
-    pub url: String,
-    pub max_connections: u32,
-}
-
-/// The SQL adapter: one pool on one engine.
-#[derive(Clone, Debug)]
-pub struct SqlStore {
-    pool: AnyPool,
-    /// Reads beside the writer (`Engine::read_connections`); `pool` itself when
-    /// the engine shares one pool or the database lives in one connection.
-    reads: AnyPool,
-    engine: Engine,
-    durability: Durability,
-}
-
-impl SqlStore {
-    /// Connects (creating a SQLite file and its folder if missing). Does not migrate.
-    pub async fn connect(options: &StoreOptions) -> Result<Self, StoreError> {
-        sqlx::any::install_default_drivers();
-        let engine = Engine::from_url(&options.url)?;
-        let durability = Durability::of_url(&options.url);
-        let url = match (durability.connect_url(), engine) {
-            (Some(url), _) => url.to_string(),
-            (None, Engine::Sqlite) => prepare_sqlite_url(&options.url)?,
-            (None, _) => options.url.clone(),
-        };
-        let connect_error = |source| StoreError::Connect {
-            url: engine::redact_url(&options.url),
-            source,
-        };
-        let connect_options = AnyConnectOptions::from_str(&url)
-            .map_err(connect_error)?
-            .disable_statement_logging();
-        // SQLite allows one writer at a time, and its busy handler waits by sleeping:
-        // writers queued on one connection in the pool's fair async queue are far
-        // faster than several connections taking turns through BUSY.
-        let max_connections = match engine {
-            Engine::Sqlite => 1,
-            _ => options.max_connections.max(1),
-        };
-        let pool_options = |max_connections: u32| {
-            let mut options = AnyPoolOptions::new();
-            if durability.keeps_connection_forever() {
-                options = options
-                    .min_connections(1)
-                    .idle_timeout(None)
-                    .max_lifetime(None);
-            }
-            options
-                .max_connections(max_connections)
-                .acquire_timeout(Duration::from_secs(30))
-                .after_connect(move |conn, _meta| {
-                    Box::pin(async move {
-                        for statement in engine.connection_setup() {
-                            conn.execute(*statement).await?;
-                        }
-                        Ok(())
-                    })
-                })
-        };
-        let pool = pool_options(max_connections)
-            .connect_with(connect_options.clone())
-            .await
-            .map_err(connect_error)?;
-        // An in-memory database exists only inside its one connection.
-        let reads = match engine.read_connections() {
-            n if n > 0 && !durability.keeps_connection_forever() => pool_options(n)
-                .connect_with(connect_options)
-                .await
-                .map_err(connect_error)?,
-            _ => pool.clone(),
-        };
-        Ok(SqlStore {
-            pool,
-            reads,
-            engine,
-            durability,
-        })
-    }
-
-    /// Connects and applies every pending migration.
-    pub async fn open(options: &StoreOptions) -> Result<Self, StoreError> {
-        let store = Self::connect(options).await?;
-        store.migrate().await?;
-        Ok(store)
-    }
-
-    pub async fn migrate(&self) -> Result<(), StoreError> {
-        self.engine.migrator().run(&self.pool).await?;
-        Ok(())
-    }
-
-    pub fn engine(&self) -> Engine {
-        self.engine
-    }
-
-    /// Whether this store carries the durable outbox (false on `memory://`).
-    pub fn has_durable_outbox(&self) -> bool {
-        self.durability.has_durable_outbox()
-    }
-
-    pub fn pool(&self) -> &AnyPool {
-        &self.pool
-    }
-
-    /// The database is reachable and every migration this build knows is applied.
-    pub async fn is_ready(&self) -> bool {
-        let applied: Result<i64, sqlx::Error> =
-            sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success = TRUE")
-                .fetch_one(&self.pool)
-                .await;
-        let known = self.engine.migrator().iter().count() as i64;
-        matches!(applied, Ok(n) if n >= known)
-    }
-
-    pub async fn close(&self) {
-        self.reads.close().await;
-        self.pool.close().await;
-    }
-}
-
-/// Makes sure a SQLite URL creates its file, and that the file's folder exists.
-fn prepare_sqlite_url(url: &str) -> Result<String, StoreError> {
-    let rest = url
-        .strip_prefix("sqlite://")
-        .or_else(|| url.strip_prefix("sqlite:"))
-        .unwrap_or_default();
-    let path = rest.split('?').next().unwrap_or_default();
-    if path.is_empty() || path == ":memory:" {
-        return Err(StoreError::UnsupportedUrl(format!(
-            "{url} (Herald needs a durable SQLite file, e.g. sqlite://data/herald.db)"
-        )));
-    }
-    if let Some(parent) = std::path::Path::new(path).parent() {
-        if !parent.as_os_str().is_empty() {
-            std::fs::create_dir_all(parent).map_err(|e| StoreError::Connect {
-                url: url.to_string(),
-                source: sqlx::Error::Io(e),
-            })?;
-        }
-    }
-    Ok(if rest.contains("mode=") {
-        url.to_string()
-    } else if rest.contains('?') {
-        format!("{url}&mode=rwc")
-    } else {
-        format!("{url}?mode=rwc")
-    })
-}
+pub use sql::{SqlStore, StoreOptions};

@@ -5,12 +5,13 @@
 //! (by the store's clock): zero rows means the lease was lost and the result is
 //! dropped.
 
-use app::dto::DeliveryStatus;
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Transaction};
+use vocab::DeliveryStatus;
 
 use super::engine::{padded, padded_len, placeholders};
+use super::error::StoreError;
 use super::events::{
     bound_error, dead_letter_id, AttemptRecord, ClaimedEvent, DeadLetterNotifier, EventRecord,
     FailedEvent, NewEvent, OutboxStats, RetryRefusal, Settle, Settlement, StatsRow, LIVE_STATES,
@@ -18,7 +19,7 @@ use super::events::{
 };
 use super::ports::{ClaimRequest, ManualRetry, OutboxStore, SweepReport, WriteTx};
 use super::row::{int, opt_int, opt_text, text};
-use super::{SqlStore, StoreError};
+use super::sql::SqlStore;
 
 pub(super) const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
      status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, lease_token, lease_holder, \
@@ -806,9 +807,9 @@ impl OutboxStore for SqlStore {
         .await?)
     }
 
-    async fn tidy_hot_tables(&self) -> Result<Vec<crate::store::ports::TableTidied>, StoreError> {
+    async fn tidy_hot_tables(&self) -> Result<Vec<super::ports::TableTidied>, StoreError> {
         match self.engine {
-            super::Engine::Postgres => self.tidy_postgres().await,
+            super::engine::Engine::Postgres => self.tidy_postgres().await,
             // SQLite removes index entries at once; InnoDB purges by itself.
             _ => Ok(Vec::new()),
         }

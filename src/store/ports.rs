@@ -1,9 +1,9 @@
 //! The storage port: what Herald's services need from a store, independent of engine.
 
-use app::dto::{Role, RunStatus};
 use async_trait::async_trait;
+use vocab::{Role, RunStatus};
 
-use super::StoreError;
+use super::error::StoreError;
 
 #[derive(Clone, Debug)]
 pub struct User {
@@ -59,7 +59,7 @@ pub struct RunFilter {
     pub status: Option<RunStatus>,
     pub tenant: Option<String>,
     /// Only runs with at least one outbox event in one of these states.
-    pub delivery_states: Vec<app::dto::DeliveryStatus>,
+    pub delivery_states: Vec<vocab::DeliveryStatus>,
     /// `created_at >= created_from_ms`.
     pub created_from_ms: Option<i64>,
     /// `created_at < created_to_ms`.
@@ -174,7 +174,7 @@ pub struct ClaimRequest {
 pub struct ManualRetry {
     pub event_id: String,
     pub kind: String,
-    pub expected_status: app::dto::DeliveryStatus,
+    pub expected_status: vocab::DeliveryStatus,
     pub allow_uncertain: bool,
     pub actor: String,
     /// Sending attempts of the new cycle (the kind's current policy).
@@ -287,7 +287,7 @@ pub trait OutboxStore: Send + Sync {
 pub struct EventFilter {
     pub kind: Option<String>,
     /// Any of these states (empty: every state).
-    pub statuses: Vec<app::dto::DeliveryStatus>,
+    pub statuses: Vec<vocab::DeliveryStatus>,
     pub source: Option<String>,
     pub parent_type: Option<String>,
     pub parent_id: Option<String>,
@@ -334,7 +334,7 @@ pub trait DeliveryReads: Send + Sync {
         &self,
         parent_type: &str,
         parent_ids: &[String],
-    ) -> Result<Vec<(String, app::dto::DeliveryStatus, i64)>, StoreError>;
+    ) -> Result<Vec<(String, vocab::DeliveryStatus, i64)>, StoreError>;
     /// How many events match `filter` (its limit and cursor ignored), counting at
     /// most `cap`.
     async fn count_events(&self, filter: &EventFilter, cap: u32) -> Result<i64, StoreError>;

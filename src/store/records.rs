@@ -4,9 +4,10 @@
 use sqlx::any::AnyRow;
 use sqlx::Any;
 
+use super::error::StoreError;
 use super::ports::WriteTx;
 use super::row::{int, text};
-use super::{SqlStore, StoreError};
+use super::sql::SqlStore;
 
 /// One record as stored.
 #[derive(Clone, Debug, PartialEq)]

@@ -7,7 +7,7 @@ use sqlx::any::{AnyRow, AnyTypeInfo, AnyValueRef};
 use sqlx::error::BoxDynError;
 use sqlx::{Any, Decode, Row, Type};
 
-use super::StoreError;
+use super::error::StoreError;
 
 pub struct LongText(pub String);
 

@@ -1,13 +1,14 @@
 //! Business runs recorded through Herald's API.
 
-use app::dto::RunStatus;
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
+use vocab::RunStatus;
 
 use super::engine::{padded, padded_len, placeholders};
+use super::error::StoreError;
 use super::ports::{NewRun, Run, RunFilter, RunRepository, WriteTx};
 use super::row::{int, opt_text, text};
-use super::{SqlStore, StoreError};
+use super::sql::SqlStore;
 
 const RUN_COLUMNS: &str =
     "id, run_type, tenant, status, callback_url, result, transition_seq, routes, created_at, updated_at";
@@ -271,7 +272,7 @@ impl RunRepository for SqlStore {
             // `completed` holds most events: probing the newest runs finds a page at once.
             let probe = filter
                 .delivery_states
-                .contains(&app::dto::DeliveryStatus::Completed);
+                .contains(&vocab::DeliveryStatus::Completed);
             if probe {
                 sql.push_str(&format!(
                     " AND EXISTS (SELECT 1 FROM outbox_events e WHERE e.parent_type = 'run' \

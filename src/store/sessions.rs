@@ -2,9 +2,10 @@
 
 use async_trait::async_trait;
 
+use super::error::StoreError;
 use super::ports::SessionRepository;
 use super::row::{int, text};
-use super::{SqlStore, StoreError};
+use super::sql::SqlStore;
 
 #[async_trait]
 impl SessionRepository for SqlStore {

@@ -1,12 +1,13 @@
 //! API tokens for scripts, stored by hash.
 
-use app::dto::Role;
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
+use vocab::Role;
 
+use super::error::StoreError;
 use super::ports::{ApiToken, TokenRepository};
 use super::row::{int, text};
-use super::{SqlStore, StoreError};
+use super::sql::SqlStore;
 
 fn token_from_row(row: &AnyRow) -> Result<ApiToken, StoreError> {
     let role = text(row, "role")?;

@@ -12,9 +12,10 @@
 
 use std::time::Instant;
 
+use super::error::StoreError;
 use super::ports::TableTidied;
 use super::row::int;
-use super::{SqlStore, StoreError};
+use super::sql::SqlStore;
 
 /// The tables every transition and delivery rewrites.
 const HOT_TABLES: [&str; 2] = ["outbox_events", "runs"];

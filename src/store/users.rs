@@ -1,12 +1,13 @@
 //! Users of the console.
 
-use app::dto::Role;
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
+use vocab::Role;
 
+use super::error::StoreError;
 use super::ports::{NewUser, User, UserRepository};
 use super::row::{int, text};
-use super::{SqlStore, StoreError};
+use super::sql::SqlStore;
 
 const USER_COLUMNS: &str = "id, username, password_hash, role, created_at";
 

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use app::dto::{DeliveryStatus, Role, Viewer};
 use herald::approvals::model::{kinds, DefinitionSpec, ReplayPayload};
 use herald::approvals::planner::ApprovalPlanner;
 use herald::approvals::replay::{ReplayError, ReplayHandler};
@@ -26,6 +25,7 @@ use herald::store::SqlStore;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use vocab::{DeliveryStatus, Role, Viewer};
 
 use crate::support::TestDb;
 

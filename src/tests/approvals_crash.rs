@@ -10,10 +10,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use app::dto::{DeliveryStatus, Role};
 use herald::store::ports::OutboxStore;
 use herald::store::{Engine, SqlStore};
 use serde_json::{json, Value};
+use vocab::{DeliveryStatus, Role};
 
 use crate::support::{api_token, wait_for, HeraldProcess, TestDb};
 

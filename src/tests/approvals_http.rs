@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use app::dto::Role;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use vocab::Role;
 
 use crate::support::{api_token, metrics_with, wait_for, Receiver, TestServer};
 use sqlx::Executor;

@@ -2,9 +2,9 @@
 //! with its own status; one bad item never fails the others; the limit and the
 //! permission check hold for the whole request.
 
-use app::dto::Role;
 use herald::service::runs::MAX_BATCH_TRANSITIONS;
 use serde_json::{json, Value};
+use vocab::Role;
 
 use crate::support::{create_run_via_api, json_of, TestServer};
 

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use app::dto::DeliveryStatus;
 use herald::outbox::model::{NewEvent, Source};
 use herald::store::ports::{ClaimRequest, OutboxStore};
 use herald::store::SqlStore;
+use vocab::DeliveryStatus;
 
 use crate::faults::StatusFault;
 use crate::support::TestDb;

@@ -5,12 +5,12 @@
 
 use std::collections::HashMap;
 
-use app::dto::DeliveryStatus;
 use herald::outbox::model::{NewEvent, Settle, Source};
 use herald::store::ports::{
     DeliveryReads, EventFilter, ManualRetry, NewRun, OutboxStore, RunFilter, RunRepository,
 };
 use herald::store::SqlStore;
+use vocab::DeliveryStatus;
 
 use crate::outbox_contract::{event, settle_retrying};
 use crate::support::{claim, claim_request, enqueue, settlement, TestDb};

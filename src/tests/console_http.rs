@@ -5,9 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use app::dto::Role;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use vocab::Role;
 
 use crate::support::{secret_ref, Receiver, TestServer};
 

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::dto::{DeliveryStatus, Role, RunStatus, Viewer};
 use herald::config::{Settings, SettingsArgs};
 use herald::outbox::model::{NewEvent, Settle, Source};
 use herald::service::runs::{RunService, TransitionRequest};
@@ -15,6 +14,7 @@ use herald::service::ServiceError;
 use herald::store::ports::{NewRun, OutboxStore, RunRepository};
 use herald::store::{Engine, SqlStore};
 use sqlx::Executor;
+use vocab::{DeliveryStatus, Role, RunStatus, Viewer};
 
 use crate::support::{claim, claim_request, enqueue, settlement, TestDb};
 

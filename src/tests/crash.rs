@@ -4,10 +4,10 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use app::dto::DeliveryStatus;
 use herald::channels::webhook::WebhookPayload;
 use herald::outbox::model::{NewEvent, Source};
 use herald::store::Engine;
+use vocab::DeliveryStatus;
 
 use crate::support::{all_completed, enqueue, statuses, wait_for, HeraldProcess, Receiver, TestDb};
 

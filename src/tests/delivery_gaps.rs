@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use app::dto::DeliveryStatus;
 use herald::channels::guard::DestinationGuard;
 use herald::channels::webhook::{delivery_client, WebhookHandler, WebhookPayload};
 use herald::outbox::handler::Outcome;
@@ -17,6 +16,7 @@ use herald::outbox::model::{NewEvent, Settle};
 use herald::store::ports::{ClaimRequest, OutboxStore};
 use herald::store::{Engine, SqlStore};
 use sqlx::Executor;
+use vocab::DeliveryStatus;
 
 use crate::crash::{callback, worker_flags};
 use crate::support::{
@@ -522,10 +522,10 @@ brand = "{brand}"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_route_changed_between_commit_and_send_does_not_change_what_was_frozen() {
-    use app::dto::{Role, RunStatus, Viewer};
     use herald::config::{Settings, SettingsArgs};
     use herald::service::runs::TransitionRequest;
     use herald::store::ports::{NewRun, RunRepository};
+    use vocab::{Role, RunStatus, Viewer};
 
     let (old_secret, new_secret) = (SecretFile::new(OLD_SECRET), SecretFile::new(NEW_SECRET));
     let db = TestDb::new(Engine::Sqlite).await;

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use app::dto::{DeliveryStatus, Role};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use vocab::{DeliveryStatus, Role};
 
 use crate::support::{
     finish_routed_run, json_of, metrics_with, wait_for, wall_ms, Receiver, TestServer,

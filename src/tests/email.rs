@@ -6,9 +6,9 @@
 use std::io::BufRead;
 use std::time::Duration;
 
-use app::dto::{DeliveryStatus, Role};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use vocab::{DeliveryStatus, Role};
 
 use crate::support::{finish_routed_run, wait_for, TestServer};
 use herald::store::ports::OutboxStore;

@@ -190,7 +190,7 @@ async fn many_parallel_transitions_each_commit_once_with_their_events() {
         args.worker_poll_interval_ms = Some(600_000);
     })
     .await;
-    let token = server.token(app::dto::Role::Operator).await;
+    let token = server.token(vocab::Role::Operator).await;
     let client = reqwest::Client::new();
     let mut ids = Vec::new();
     for _ in 0..300 {

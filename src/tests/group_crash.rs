@@ -9,9 +9,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use app::dto::Role;
 use herald::store::Engine;
 use serde_json::{json, Value};
+use vocab::Role;
 
 use crate::crash::worker_flags;
 use crate::support::{api_token, create_run_via_api, wait_for, HeraldProcess, Receiver, TestDb};

@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::dto::DeliveryStatus;
 use async_trait::async_trait;
 use herald::outbox::handler::{Handler, Outcome, Registry};
 use herald::outbox::metrics::Metrics;
@@ -17,6 +16,7 @@ use herald::store::ports::OutboxStore;
 use herald::store::Engine;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use vocab::DeliveryStatus;
 
 use crate::support::{wait_for, TestDb};
 

@@ -1,9 +1,9 @@
 //! The HTTP surface against a real server on loopback: health, auth, CSRF, the runs
 //! API and its error answers.
 
-use app::dto::Role;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use vocab::Role;
 
 use crate::support::{json_of, location, TestServer, ADMIN_PASSWORD};
 

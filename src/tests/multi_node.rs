@@ -11,9 +11,9 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use app::dto::Role;
 use herald::store::{Engine, SqlStore, StoreOptions};
 use sqlx::{Connection, Executor};
+use vocab::Role;
 
 use crate::cluster::{
     attempts_by_worker, count, drive, events, holder_is, overlapping_attempts, readiness,

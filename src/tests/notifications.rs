@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use app::dto::Role;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use vocab::Role;
 
 use crate::support::{
     metrics_with, secret_ref, wait_for, HeraldProcess, Receiver, TestDb, TestServer,
@@ -704,7 +704,7 @@ async fn sigkill_while_the_receiver_holds_the_request_redelivers_the_same_id() {
             .await
             .unwrap()
             .unwrap();
-        if event.status == app::dto::DeliveryStatus::Completed {
+        if event.status == vocab::DeliveryStatus::Completed {
             break;
         }
         assert!(

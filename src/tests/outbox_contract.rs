@@ -4,11 +4,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::dto::DeliveryStatus;
 use herald::outbox::model::{NewEvent, RetryRefusal, Settle, Settlement, Source};
 use herald::store::ports::{ManualRetry, OutboxStore, RunRepository};
 use herald::store::SqlStore;
 use sqlx::Executor;
+use vocab::DeliveryStatus;
 
 use crate::support::{claim, claim_request, enqueue, settlement, TestDb};
 
@@ -102,7 +102,7 @@ async fn enqueue_rolls_back_with_the_producer_transaction(db: &TestDb) {
     assert!(store.get_event("with-state").await.unwrap().is_none());
     assert_eq!(
         store.get_run(&run.id).await.unwrap().unwrap().status,
-        app::dto::RunStatus::Queued
+        vocab::RunStatus::Queued
     );
     store.close().await;
 }

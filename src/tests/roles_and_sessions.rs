@@ -3,9 +3,9 @@
 //! only with `data:read` on runs that have one, a signed-out session cookie replayed
 //! is refused, and signing in rotates the session id.
 
-use app::dto::Role;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use vocab::Role;
 
 use crate::support::{TestServer, ADMIN_PASSWORD};
 

@@ -1,9 +1,9 @@
 //! The Runs page's status chip counts, on SQLite, PostgreSQL and MariaDB: one capped
 //! count per status, so a million runs cost no more than the cap.
 
-use app::dto::RunStatus;
 use herald::store::ports::{NewRun, RunRepository};
 use sqlx::Executor;
+use vocab::RunStatus;
 
 use crate::support::TestDb;
 

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use app::dto::DeliveryStatus;
 use herald::outbox::model::NewEvent;
+use vocab::DeliveryStatus;
 
 use crate::crash::{callback, worker_flags};
 use crate::faults::StatusFault;

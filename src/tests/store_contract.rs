@@ -1,10 +1,10 @@
 //! The storage contract: every engine must pass every test here.
 
-use app::dto::{Role, RunStatus};
 use herald::store::ports::{
     NewRun, NewUser, RunFilter, RunRepository, SessionRepository, TokenRepository, UserRepository,
 };
 use herald::store::StoreError;
+use vocab::{Role, RunStatus};
 
 use crate::support::TestDb;
 

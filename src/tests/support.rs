@@ -4,13 +4,13 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use app::dto::DeliveryStatus;
 use herald::config::{Settings, SettingsArgs};
 use herald::outbox::model::NewEvent;
 use herald::outbox::model::{ClaimedEvent, Settle, Settlement};
 use herald::store::ports::{ClaimRequest, OutboxStore};
 use herald::store::{Engine, SqlStore, StoreOptions};
 use sqlx::{AnyConnection, Connection, Executor};
+use vocab::DeliveryStatus;
 
 /// A fresh database on one engine, dropped by [`TestDb::drop_db`].
 pub struct TestDb {
@@ -190,12 +190,12 @@ impl TestServer {
     }
 
     /// A new API token of `role` in this server's store.
-    pub async fn token(&self, role: app::dto::Role) -> String {
+    pub async fn token(&self, role: vocab::Role) -> String {
         api_token(&self.db.url, role).await
     }
 
     /// Adds a user of `role` to this server's store.
-    pub async fn add_user(&self, name: &str, password: &str, role: app::dto::Role) {
+    pub async fn add_user(&self, name: &str, password: &str, role: vocab::Role) {
         let settings = Settings::resolve(&SettingsArgs {
             database_url: Some(self.db.url.clone()),
             ..Default::default()
@@ -210,7 +210,7 @@ impl TestServer {
     }
 
     /// A signed-in browser-like client of a new user with `role`.
-    pub async fn session(&self, role: app::dto::Role) -> reqwest::Client {
+    pub async fn session(&self, role: vocab::Role) -> reqwest::Client {
         let name = format!("{}-{}", role.as_str(), uuid::Uuid::new_v4().simple());
         self.add_user(&name, "a-long-password-1", role).await;
         let browser = self.browser();
@@ -663,7 +663,7 @@ impl Drop for HeraldProcess {
 
 /// Creates an API token of `role` in the store at `database_url` (as `herald token
 /// create` does) and returns its secret.
-pub async fn api_token(database_url: &str, role: app::dto::Role) -> String {
+pub async fn api_token(database_url: &str, role: vocab::Role) -> String {
     let settings = Settings::resolve(&SettingsArgs {
         database_url: Some(database_url.to_string()),
         ..Default::default()

@@ -9,8 +9,8 @@ use app::approvals::{
     ApprovalDetailView, ApprovalEventRow, ApprovalRow, FailedReplayRow, ReplayShelfView,
     TimelineEntry,
 };
-use app::dto::{DeliveryStatus, Permission, Role, Viewer};
 use app::port::ConsoleError;
+use vocab::{DeliveryStatus, Permission, Role, Viewer};
 
 use crate::approvals::model::kinds;
 use crate::http::error::console_error;

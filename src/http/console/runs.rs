@@ -5,9 +5,11 @@ use async_trait::async_trait;
 
 use app::dto::{
     AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery,
-    DeliveryView, RetryCommand, RunPage, RunQuery, RunView, Viewer,
+    DeliveryView, RetryCommand, RunPage, RunQuery, RunView,
 };
+
 use app::port::{ConsoleError, ConsolePort};
+use vocab::Viewer;
 
 use crate::http::error::console_error;
 use crate::service::deliveries::{DeliveryService, RetryRequest};

@@ -1,0 +1,37 @@
+//! Errors at the storage boundary.
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "unsupported database URL {0:?}: expected a sqlite:, postgres:, mysql: or memory:// URL"
+    )]
+    UnsupportedUrl(String),
+    #[error("cannot open the database at {url}: {source}")]
+    Connect {
+        url: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("{0} already exists")]
+    AlreadyExists(String),
+    #[error("stored data is unreadable: {0}")]
+    Corrupt(String),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// The shared transaction a write unit ran in did not commit; nothing of the
+    /// unit was kept.
+    #[error("the group commit failed: {0}")]
+    GroupCommit(String),
+}
+
+impl StoreError {
+    /// Maps a unique-key violation to `AlreadyExists(what)`; other errors pass through.
+    pub(super) fn unique_as(err: sqlx::Error, what: impl Into<String>) -> StoreError {
+        match err.as_database_error() {
+            Some(db) if db.is_unique_violation() => StoreError::AlreadyExists(what.into()),
+            _ => StoreError::Database(err),
+        }
+    }
+}

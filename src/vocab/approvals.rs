@@ -1,0 +1,439 @@
+//! The approvals source's data: process definitions (steps, approvers, lifecycle
+//! actions), approval instances with their nodes and work items, and the frozen
+//! payloads of the events a lifecycle transition owes.
+
+use crate::roles::{Role, Viewer};
+use serde::{Deserialize, Serialize};
+
+/// The lifecycle events of an approval (DESIGN §1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LifecycleEvent {
+    Submit,
+    Approve,
+    Reject,
+    Recall,
+}
+
+impl LifecycleEvent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LifecycleEvent::Submit => "Submit",
+            LifecycleEvent::Approve => "Approve",
+            LifecycleEvent::Reject => "Reject",
+            LifecycleEvent::Recall => "Recall",
+        }
+    }
+
+    /// The metric label (lower case, fixed set).
+    pub fn label(self) -> &'static str {
+        match self {
+            LifecycleEvent::Submit => "submit",
+            LifecycleEvent::Approve => "approve",
+            LifecycleEvent::Reject => "reject",
+            LifecycleEvent::Recall => "recall",
+        }
+    }
+}
+
+/// Who decides a step: a named user, or any member of a role.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Approver {
+    User(String),
+    Role(Role),
+}
+
+impl Approver {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Approver::User(_) => "user",
+            Approver::Role(_) => "role",
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            Approver::User(name) => name,
+            Approver::Role(role) => role.as_str(),
+        }
+    }
+
+    pub fn from_parts(kind: &str, name: &str) -> Option<Approver> {
+        match kind {
+            "user" => Some(Approver::User(name.to_string())),
+            "role" => Role::parse(name).map(Approver::Role),
+            _ => None,
+        }
+    }
+
+    pub fn includes(&self, viewer: &Viewer) -> bool {
+        match self {
+            Approver::User(name) => *name == viewer.name,
+            Approver::Role(role) => *role == viewer.role,
+        }
+    }
+}
+
+/// One approval step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    pub name: String,
+    pub approver: Approver,
+    /// The configured route the approval prompt goes to (none: no prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+}
+
+/// A lifecycle action (seed 000): a field update (the path may cross lookups,
+/// `Account.Status`) or an alert to a configured route.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", deny_unknown_fields)]
+pub enum Action {
+    FieldUpdate {
+        id: String,
+        #[serde(default)]
+        name: String,
+        field_path: String,
+        value: serde_json::Value,
+    },
+    Alert {
+        id: String,
+        #[serde(default)]
+        name: String,
+        route: String,
+    },
+}
+
+impl Action {
+    pub fn id(&self) -> &str {
+        match self {
+            Action::FieldUpdate { id, .. } | Action::Alert { id, .. } => id,
+        }
+    }
+}
+
+/// Actions per lifecycle event.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LifecycleActions {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub submit: Vec<Action>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approve: Vec<Action>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reject: Vec<Action>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recall: Vec<Action>,
+}
+
+impl LifecycleActions {
+    pub fn for_event(&self, event: LifecycleEvent) -> &[Action] {
+        match event {
+            LifecycleEvent::Submit => &self.submit,
+            LifecycleEvent::Approve => &self.approve,
+            LifecycleEvent::Reject => &self.reject,
+            LifecycleEvent::Recall => &self.recall,
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Action> {
+        self.submit
+            .iter()
+            .chain(&self.approve)
+            .chain(&self.reject)
+            .chain(&self.recall)
+    }
+}
+
+/// A process definition as written in the config file (`[[approval_definitions]]`)
+/// or posted to `POST /api/v1/approval-definitions`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DefinitionSpec {
+    pub id: String,
+    /// The object API name its instances approve records of.
+    pub object: String,
+    pub steps: Vec<Step>,
+    #[serde(default)]
+    pub actions: LifecycleActions,
+}
+
+/// One stored version of a definition.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Definition {
+    pub id: String,
+    pub version: i64,
+    pub object: String,
+    pub steps: Vec<Step>,
+    pub actions: LifecycleActions,
+    pub created_by: String,
+    pub created_at_ms: i64,
+}
+
+/// An object API name or field name: a letter, then letters, digits or `_`.
+pub fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.len() <= 64
+}
+
+/// System objects are never reachable through generic record CRUD.
+pub fn is_system_object(object: &str) -> bool {
+    object.starts_with("_System_")
+}
+
+impl DefinitionSpec {
+    /// Checks the shape; `has_route` says whether a route name is configured.
+    /// Errors name the offending part.
+    pub fn validate(&self, has_route: impl Fn(&str) -> bool) -> Result<(), (String, String)> {
+        let err = |what: &str, msg: String| Err((what.to_string(), msg));
+        if self.id.is_empty()
+            || self.id.len() > 128
+            || !self
+                .id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return err(
+                "id",
+                "must be 1 to 128 letters, digits, '_' or '-'".to_string(),
+            );
+        }
+        if !valid_name(&self.object) || is_system_object(&self.object) {
+            return err(
+                "object",
+                format!(
+                    "{:?} is not an object API name records can have",
+                    self.object
+                ),
+            );
+        }
+        if self.steps.is_empty() {
+            return err("steps", "a definition needs at least one step".into());
+        }
+        for (i, step) in self.steps.iter().enumerate() {
+            if step.name.trim().is_empty() {
+                return err("steps", format!("step {} has no name", i + 1));
+            }
+            if let Approver::User(name) = &step.approver {
+                if name.trim().is_empty() {
+                    return err("steps", format!("step {:?} names no approver", step.name));
+                }
+            }
+            if let Some(route) = &step.route {
+                if !has_route(route) {
+                    return err(
+                        "steps",
+                        format!("step {:?}: no route is named {route:?}", step.name),
+                    );
+                }
+            }
+        }
+        let mut ids = std::collections::HashSet::new();
+        for action in self.actions.all() {
+            if action.id().is_empty() || !ids.insert(action.id().to_string()) {
+                return err(
+                    "actions",
+                    format!("action ids must be present and unique ({:?})", action.id()),
+                );
+            }
+            match action {
+                Action::FieldUpdate { field_path, .. } => {
+                    if field_path.split('.').any(|part| !valid_name(part)) {
+                        return err(
+                            "actions",
+                            format!(
+                                "field_path {field_path:?} is not a dotted path of field names"
+                            ),
+                        );
+                    }
+                }
+                Action::Alert { route, .. } => {
+                    if !has_route(route) {
+                        return err("actions", format!("no route is named {route:?}"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where an approval instance stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstanceStatus {
+    Pending,
+    Approved,
+    Rejected,
+    Removed,
+}
+
+impl InstanceStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceStatus::Pending => "pending",
+            InstanceStatus::Approved => "approved",
+            InstanceStatus::Rejected => "rejected",
+            InstanceStatus::Removed => "removed",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<InstanceStatus> {
+        [
+            InstanceStatus::Pending,
+            InstanceStatus::Approved,
+            InstanceStatus::Rejected,
+            InstanceStatus::Removed,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == value)
+    }
+}
+
+/// A process instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Instance {
+    pub id: String,
+    pub definition_id: String,
+    pub definition_version: i64,
+    pub object: String,
+    pub record_id: String,
+    pub status: InstanceStatus,
+    pub step_index: i64,
+    pub submitted_by: String,
+    pub decided_by: Option<String>,
+    pub transition_seq: i64,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Node {
+    pub id: String,
+    pub step_index: i64,
+    pub step_name: String,
+    pub status: InstanceStatus,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorkItem {
+    pub id: String,
+    pub node_id: String,
+    pub approver_kind: String,
+    pub approver: String,
+    pub status: InstanceStatus,
+    pub decided_by: Option<String>,
+}
+
+/// Who caused a lifecycle transition, frozen into the events it owes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ActorSnapshot {
+    pub name: String,
+    pub role: Role,
+}
+
+/// The concrete record, field and object a FieldUpdate writes, resolved when the
+/// lifecycle transition committed (lookups are never re-resolved later).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrozenTarget {
+    pub object: String,
+    pub record_id: String,
+    pub field: String,
+}
+
+/// One FieldUpdate instruction of a replay event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayInstruction {
+    pub action_id: String,
+    pub action_name: String,
+    pub field_path: String,
+    pub value: serde_json::Value,
+    pub target: FrozenTarget,
+}
+
+/// The frozen payload of a `field_update` replay event (seed 000 "Contract").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayPayload {
+    pub lifecycle_event: LifecycleEvent,
+    pub process_instance_id: String,
+    pub definition_id: String,
+    pub definition_version: i64,
+    pub object: String,
+    pub record_id: String,
+    pub actor: ActorSnapshot,
+    pub instructions: Vec<ReplayInstruction>,
+}
+
+/// Event kinds of the approvals source.
+pub mod kinds {
+    pub const APPROVAL_PROMPT: &str = "approval_prompt";
+    pub const ALERT: &str = "alert";
+    pub const FIELD_UPDATE: &str = "field_update";
+}
+
+/// The parent type of every approvals event.
+pub const PARENT_TYPE: &str = "approval";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> DefinitionSpec {
+        DefinitionSpec {
+            id: "deal".into(),
+            object: "Opportunity".into(),
+            steps: vec![Step {
+                name: "Manager".into(),
+                approver: Approver::Role(Role::Admin),
+                route: None,
+            }],
+            actions: LifecycleActions {
+                recall: vec![Action::FieldUpdate {
+                    id: "a1".into(),
+                    name: "reopen".into(),
+                    field_path: "Account.Status".into(),
+                    value: serde_json::json!("Open"),
+                }],
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn definitions_are_checked_with_messages_naming_the_part() {
+        assert!(spec().validate(|_| true).is_ok());
+        let mut bad = spec();
+        bad.object = "_System_ApprovalActionOutbox".into();
+        assert_eq!(bad.validate(|_| true).unwrap_err().0, "object");
+        let mut bad = spec();
+        bad.actions.recall.push(Action::Alert {
+            id: "a1".into(),
+            name: String::new(),
+            route: "ops".into(),
+        });
+        assert_eq!(bad.validate(|_| true).unwrap_err().0, "actions");
+        let mut bad = spec();
+        bad.actions.recall = vec![Action::FieldUpdate {
+            id: "x".into(),
+            name: String::new(),
+            field_path: "Account..Status".into(),
+            value: serde_json::Value::Null,
+        }];
+        assert!(bad.validate(|_| true).unwrap_err().1.contains("field_path"));
+    }
+
+    #[test]
+    fn approvers_parse_from_toml_and_json() {
+        let step: Step =
+            toml::from_str("name = \"m\"\napprover = { role = \"operator\" }\n").unwrap();
+        assert_eq!(step.approver, Approver::Role(Role::Operator));
+        let step: Step = serde_json::from_str(r#"{"name":"m","approver":{"user":"bob"}}"#).unwrap();
+        assert_eq!(step.approver, Approver::User("bob".into()));
+    }
+}
