@@ -270,8 +270,9 @@ impl Runtime {
                 ],
             },
         ];
+        // One route book for every source: the jobs planner's.
         let approval_planner = Arc::new(ApprovalPlanner::new(
-            Arc::new(Routes::new(&settings.routes)),
+            planner.routes().clone(),
             &policy,
             &replay,
         ));

@@ -31,6 +31,11 @@ impl JobsPlanner {
         JobsPlanner { routes, plan }
     }
 
+    /// The configured routes this planner sends over (shared with other sources).
+    pub fn routes(&self) -> &Arc<Routes> {
+        &self.routes
+    }
+
     pub fn has_route(&self, name: &str) -> bool {
         self.routes.contains(name)
     }
