@@ -14,8 +14,7 @@ use std::time::{Duration, Instant};
 use herald::store::{Engine, SqlStore, StoreOptions};
 use sqlx::Executor;
 
-mod common;
-use common::{admin_token, fresh_db, percentile, serve, BenchDb};
+use testkit::bench::{admin_token, fresh_db, percentile, serve, BenchDb};
 
 /// One run in this many has a `failed` delivery, one in `UNCERTAIN_EVERY` an
 /// `uncertain` one, one in `PENDING_EVERY` a `pending` one: "needs attention" is rare.

@@ -28,8 +28,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use herald::store::Engine;
 
-mod common;
-use common::{admin_token, cpu_time, cpu_time_of_all, fresh_db, peak_rss_mb, percentile, serve};
+use testkit::bench::{
+    admin_token, cpu_time, cpu_time_of_all, fresh_db, peak_rss_mb, percentile, serve,
+};
 
 const SECRET: &str = "whsec_YmVuY2gtc2VjcmV0LWtleS0xMjM0NTY3ODk=";
 /// The role argument that makes this binary the load client.

@@ -1,6 +1,6 @@
 //! Destination isolation as a speed figure (issue 10): how much of its solo rate a
 //! healthy destination keeps beside one that hangs 30 s per request. The scene is
-//! the isolation test's own (`src/tests/isolation.rs`): real `herald serve`
+//! the isolation test's own (`testkit::isolation`): real `herald serve`
 //! processes drain 2,000 events per destination committed before they start, to
 //! real receivers on loopback; the healthy receiver answers in 20 ms through a
 //! route capped at 8 in flight, so its solo rate is the receiver's, not the
@@ -11,19 +11,10 @@
 //! `cargo bench --profile dev --bench isolation`, the debug build the test uses)
 //! Figures go to stdout as one `ISOLATION …` line for docs/BENCHMARKS.md.
 
-#[allow(dead_code)]
-#[path = "../src/tests/support.rs"]
-mod support;
-
-// Its test (and what only the test uses) is left out of a bench build.
-#[allow(dead_code, unused_imports)]
-#[path = "../src/tests/isolation.rs"]
-mod isolation;
-
 use std::time::{Duration, Instant};
 
-use isolation::{completed, routes_file, seeded, spawn, EVENTS, HEALTHY_LATENCY};
-use support::{wait_for, Receiver};
+use testkit::isolation::{completed, routes_file, seeded, spawn, EVENTS, HEALTHY_LATENCY};
+use testkit::{wait_for, Receiver};
 
 /// The healthy receiver's rate over the arrivals of this round (from its 200th
 /// to its last, leaving out the start-up transient), in events per second.

@@ -8,19 +8,11 @@
 //! measurement, 3 repeats. Figures go to stdout as Markdown table rows for
 //! docs/BENCHMARKS.md.
 
-#[allow(dead_code)]
-#[path = "../src/tests/support.rs"]
-mod support;
-
-#[allow(dead_code)]
-#[path = "../src/tests/cluster.rs"]
-mod cluster;
-
 use std::time::{Duration, Instant};
 
-use cluster::{count, drive, Api, Galera, Node};
 use herald::store::{Engine, SqlStore, StoreOptions};
-use support::{api_token, Receiver, TestDb};
+use testkit::cluster::{count, drive, Api, Galera, Node};
+use testkit::{api_token, Receiver, TestDb};
 use vocab::Role;
 
 struct Args {

@@ -5,7 +5,6 @@
 #![recursion_limit = "256"]
 
 pub mod api;
-pub mod approvals;
 mod components;
 pub mod dto;
 mod format;

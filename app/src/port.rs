@@ -1,10 +1,12 @@
-//! The port the server implements for the console's server functions.
+//! The ports the server implements for the console's server functions: one for
+//! runs, deliveries, audit and breakers, one for the Approvals page.
 
 use async_trait::async_trait;
 
 use crate::dto::{
-    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery,
-    DeliveryView, RetryCommand, RunPage, RunQuery, RunView, Viewer,
+    ApprovalDetailView, ApprovalRow, AuditPage, BreakerClosed, BreakerView, BulkOutcome,
+    BulkPreview, DeliveryPage, DeliveryQuery, DeliveryView, ReplayShelfView, RetryCommand, RunPage,
+    RunQuery, RunView, Viewer,
 };
 
 /// A failure the console can show: an HTTP-like status and a human message.
@@ -65,4 +67,28 @@ pub trait ConsolePort: Send + Sync + 'static {
         viewer: Option<&Viewer>,
         destination: String,
     ) -> Result<BreakerClosed, ConsoleError>;
+}
+
+/// What the Approvals page needs from the server.
+#[async_trait]
+pub trait ApprovalsPort: Send + Sync + 'static {
+    async fn list(&self, viewer: Option<&Viewer>) -> Result<Vec<ApprovalRow>, ConsoleError>;
+    async fn detail(
+        &self,
+        viewer: Option<&Viewer>,
+        id: &str,
+    ) -> Result<ApprovalDetailView, ConsoleError>;
+    /// `action` is `approve`, `reject` or `recall`.
+    async fn act(
+        &self,
+        viewer: Option<&Viewer>,
+        id: &str,
+        action: &str,
+    ) -> Result<ApprovalRow, ConsoleError>;
+    async fn shelf(&self, viewer: Option<&Viewer>) -> Result<ReplayShelfView, ConsoleError>;
+    async fn retry_replay(
+        &self,
+        viewer: Option<&Viewer>,
+        event_id: &str,
+    ) -> Result<(), ConsoleError>;
 }

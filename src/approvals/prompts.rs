@@ -12,10 +12,10 @@ use super::planner::PromptPayload;
 use crate::outbox::handler::{Handler, Outcome};
 use crate::outbox::model::ClaimedEvent;
 use crate::routes::DeliveryHandler;
-use crate::store::SqlStore;
+use crate::store::ports::ApprovalRepository;
 
 pub struct PromptHandler {
-    pub store: SqlStore,
+    pub store: Arc<dyn ApprovalRepository>,
     pub delivery: Arc<DeliveryHandler>,
 }
 

@@ -31,7 +31,7 @@ pub fn registries(
     deliveries: &Arc<DeliveryHandler>,
 ) -> ApprovalRegistries {
     let prompts = Arc::new(PromptHandler {
-        store: store.clone(),
+        store: Arc::new(store.clone()),
         delivery: deliveries.clone(),
     });
     let alerts = Arc::new(Sending(deliveries.clone()));

@@ -7,6 +7,7 @@
 //! engine's fenced retry/fail path.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,8 +16,8 @@ use super::model::{LifecycleEvent, ReplayPayload};
 use crate::outbox::handler::{Handler, Outcome};
 use crate::outbox::metrics::Metrics;
 use crate::outbox::model::{ClaimedEvent, Settle, Settlement};
-use crate::store::ports::OutboxStore;
-use crate::store::{SqlStore, StoreError};
+use crate::store::ports::ApprovalsStore;
+use crate::store::StoreError;
 
 /// Test-only: `HERALD_TEST_PAUSE_REPLAY=<stage>:<marker file>` makes the handler
 /// write the marker file and sleep at `stage` (`claimed`, `mid_update`,
@@ -52,7 +53,7 @@ pub struct Replayed {
 }
 
 pub struct ReplayHandler {
-    store: SqlStore,
+    store: Arc<dyn ApprovalsStore>,
     pause: Option<(String, PathBuf)>,
 }
 
@@ -80,12 +81,15 @@ pub fn validate(payload: &ReplayPayload) -> Result<(), ReplayError> {
 }
 
 impl ReplayHandler {
-    pub fn new(store: SqlStore) -> Self {
+    pub fn new(store: impl ApprovalsStore + 'static) -> Self {
         let pause = std::env::var(TEST_PAUSE_ENV).ok().and_then(|v| {
             let (stage, marker) = v.split_once(':')?;
             Some((stage.to_string(), PathBuf::from(marker)))
         });
-        ReplayHandler { store, pause }
+        ReplayHandler {
+            store: Arc::new(store),
+            pause,
+        }
     }
 
     async fn pause_at(&self, stage: &str) {

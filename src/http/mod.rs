@@ -45,11 +45,10 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
             crate::service::destinations::DestinationService::for_store(&state.store),
         ),
     );
-    let approvals_console: Arc<dyn app::approvals::port::ApprovalsPort> =
-        Arc::new(ApprovalsConsole {
-            approvals: state.approvals.clone(),
-            deliveries: state.deliveries.clone(),
-        });
+    let approvals_console: Arc<dyn app::port::ApprovalsPort> = Arc::new(ApprovalsConsole {
+        approvals: state.approvals.clone(),
+        deliveries: state.deliveries.clone(),
+    });
     let leptos_options = state.leptos.clone();
     let not_found = not_found_page(console.clone(), leptos_options.clone());
     let site_root = leptos_options.site_root.to_string();

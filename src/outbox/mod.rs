@@ -18,7 +18,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use crate::store::ports::{OutboxStore, WriteTx};
-use crate::store::{GroupCommitter, StoreError, UnitFuture};
+use crate::store::{GroupCommitter, StoreError, UnitFuture, WriteUnits};
 use model::NewEvent;
 use peer_notice::PeerNotifier;
 
@@ -26,48 +26,44 @@ use peer_notice::PeerNotifier;
 #[derive(Clone)]
 pub struct Outbox {
     store: Arc<dyn OutboxStore>,
+    units: WriteUnits,
     wake: Arc<Notify>,
     peers: PeerNotifier,
-    /// Set where write units share transactions (`store::group_commit`).
-    group: Option<GroupCommitter>,
 }
 
 impl Outbox {
     pub fn new(store: Arc<dyn OutboxStore>, wake: Arc<Notify>) -> Self {
         Outbox {
             peers: PeerNotifier::new(store.clone()),
+            units: WriteUnits::new(store.clone()),
             store,
             wake,
-            group: None,
         }
     }
 
     /// Runs [`Outbox::write`] units through `group` (same store as this outbox).
     pub fn with_group_commit(mut self, group: GroupCommitter) -> Self {
-        self.group = Some(group);
+        self.units = self.units.with_group_commit(group);
         self
     }
 
-    /// Runs `work` in a write transaction and returns once that transaction has
-    /// committed: shared with other units under group commit (an `Err` rolls back
-    /// only this unit), else a transaction of its own. Then wakes the workers.
+    /// Runs `work` as a write unit ([`WriteUnits::run`]) and, once it has
+    /// committed, wakes the workers for the events it enqueued.
     pub async fn write<T, E, F>(&self, work: F) -> Result<T, E>
     where
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
         F: for<'a> FnOnce(&'a mut WriteTx) -> UnitFuture<'a, T, E> + Send + 'static,
     {
-        let value = match &self.group {
-            Some(group) => group.run(work).await?,
-            None => {
-                let mut tx = self.begin().await?;
-                let value = work(&mut tx).await?;
-                tx.commit().await.map_err(StoreError::from)?;
-                value
-            }
-        };
+        let value = self.units.run(work).await?;
         self.committed();
         Ok(value)
+    }
+
+    /// The write units this outbox's producers share (group commit included), for
+    /// writes that enqueue no events.
+    pub fn units(&self) -> &WriteUnits {
+        &self.units
     }
 
     pub fn store(&self) -> &Arc<dyn OutboxStore> {

@@ -20,8 +20,8 @@ use crate::approvals::model::{
 use crate::approvals::planner::ApprovalPlanner;
 use crate::outbox::model::NewEvent;
 use crate::outbox::Outbox;
-use crate::store::ports::{OutboxStore, WriteTx};
-use crate::store::{SqlStore, StatusCount};
+use crate::store::ports::{ApprovalsStore, WriteTx};
+use crate::store::StatusCount;
 
 /// The body of `POST /api/v1/approvals`.
 #[derive(Debug, Deserialize)]
@@ -93,7 +93,7 @@ pub struct FailedReplay {
 
 #[derive(Clone)]
 pub struct ApprovalService {
-    store: SqlStore,
+    store: Arc<dyn ApprovalsStore>,
     /// The approvals store's durable outbox; `None` when not wired (recall with
     /// FieldUpdates then fails closed).
     outbox: Option<Outbox>,
@@ -128,16 +128,16 @@ fn actor(viewer: &Viewer) -> ActorSnapshot {
 impl ApprovalService {
     /// `outbox` must be the approvals store's own: a transition and its events
     /// commit in one transaction.
-    pub fn new(store: SqlStore, outbox: Option<Outbox>, planner: Arc<ApprovalPlanner>) -> Self {
+    pub fn new(
+        store: impl ApprovalsStore + 'static,
+        outbox: Option<Outbox>,
+        planner: Arc<ApprovalPlanner>,
+    ) -> Self {
         ApprovalService {
-            store,
+            store: Arc::new(store),
             outbox,
             planner,
         }
-    }
-
-    pub fn store(&self) -> &SqlStore {
-        &self.store
     }
 
     // ---- definitions -------------------------------------------------------
@@ -287,7 +287,7 @@ impl ApprovalService {
                     format!("no definition is named {:?}", request.definition_id),
                 )
             })?;
-        let mut tx = self.store.begin_tx().await?;
+        let mut tx = self.store.begin_write().await?;
         let record = self
             .store
             .lock_record(&mut tx, &request.record_id)
@@ -393,7 +393,7 @@ impl ApprovalService {
         event: LifecycleEvent,
     ) -> Result<ApprovalView, ServiceError> {
         let viewer = viewer.ok_or(ServiceError::Unauthenticated)?;
-        let mut tx = self.store.begin_tx().await?;
+        let mut tx = self.store.begin_write().await?;
         let (instance, definition) = self.open_instance(&mut tx, id, event).await?;
         let step_index = instance.step_index;
         let step = definition.steps.get(step_index as usize).ok_or_else(|| {
@@ -484,7 +484,7 @@ impl ApprovalService {
         id: &str,
     ) -> Result<ApprovalView, ServiceError> {
         let viewer = require(viewer, Permission::ApprovalsSubmit)?;
-        let mut tx = self.store.begin_tx().await?;
+        let mut tx = self.store.begin_write().await?;
         let (instance, definition) = self
             .open_instance(&mut tx, id, LifecycleEvent::Recall)
             .await?;

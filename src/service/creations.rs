@@ -8,9 +8,8 @@ use std::sync::Arc;
 
 use super::{write_batched, ServiceError};
 use crate::batcher::{BatchLimits, Batcher};
-use crate::outbox::Outbox;
 use crate::store::ports::{NewRun, Run, RunRepository};
-use crate::store::StoreError;
+use crate::store::{StoreError, WriteUnits};
 
 pub type CreationOutcome = Result<Run, ServiceError>;
 
@@ -18,12 +17,14 @@ pub type CreationOutcome = Result<Run, ServiceError>;
 #[derive(Clone)]
 pub struct CreationWriter {
     repo: Arc<dyn RunRepository>,
-    outbox: Outbox,
+    /// A creation enqueues no events: it runs as a plain write unit (sharing
+    /// group commit with transitions) and wakes no workers.
+    units: WriteUnits,
 }
 
 impl CreationWriter {
-    pub fn new(repo: Arc<dyn RunRepository>, outbox: Outbox) -> Self {
-        CreationWriter { repo, outbox }
+    pub fn new(repo: Arc<dyn RunRepository>, units: WriteUnits) -> Self {
+        CreationWriter { repo, units }
     }
 
     /// Starts the batcher that feeds this writer (needs a Tokio runtime).
@@ -42,8 +43,8 @@ impl CreationWriter {
     async fn write_unit(&self, runs: Vec<NewRun>) -> Result<Vec<CreationOutcome>, StoreError> {
         let repo = self.repo.clone();
         let created = self
-            .outbox
-            .write(move |tx| Box::pin(async move { repo.create_runs_in(tx, &runs).await }))
+            .units
+            .run(move |tx| Box::pin(async move { repo.create_runs_in(tx, &runs).await }))
             .await?;
         Ok(created.into_iter().map(Ok).collect())
     }

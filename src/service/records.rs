@@ -2,12 +2,15 @@
 //! `_System_*` objects are never writable here and readable only with `data:read`
 //! (Herald's own outbox is not a record object and is never reachable here).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use vocab::{Permission, Viewer};
 
 use super::{format_ms, require, ServiceError};
 use crate::approvals::model::{is_system_object, valid_name};
-use crate::store::{Record, SqlStore};
+use crate::store::ports::RecordRepository;
+use crate::store::Record;
 
 pub const MAX_FIELDS_BYTES: usize = 64 * 1024;
 
@@ -42,7 +45,7 @@ pub fn view(record: Record) -> RecordView {
 
 #[derive(Clone)]
 pub struct RecordService {
-    store: SqlStore,
+    store: Arc<dyn RecordRepository>,
 }
 
 fn check_object(object: &str) -> Result<(), ServiceError> {
@@ -83,8 +86,10 @@ fn of_object(record: Option<Record>, object: &str, id: &str) -> Result<Record, S
 }
 
 impl RecordService {
-    pub fn new(store: SqlStore) -> Self {
-        RecordService { store }
+    pub fn new(store: impl RecordRepository + 'static) -> Self {
+        RecordService {
+            store: Arc::new(store),
+        }
     }
 
     fn require_write<'v>(
@@ -159,7 +164,7 @@ impl RecordService {
     ) -> Result<RecordView, ServiceError> {
         let viewer = Self::require_write(viewer, object)?;
         check_fields(&input.fields)?;
-        let mut tx = self.store.begin_tx().await?;
+        let mut tx = self.store.begin_write().await?;
         let record = of_object(self.store.lock_record(&mut tx, id).await?, object, id)?;
         let mut fields = record.fields.clone();
         for (k, v) in input.fields {

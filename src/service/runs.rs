@@ -136,8 +136,9 @@ impl RunService {
 
     /// The batcher creations go through.
     fn creations(&self) -> &Batcher<NewRun, CreationOutcome> {
-        self.creations
-            .get_or_init(|| CreationWriter::new(self.repo.clone(), self.outbox.clone()).start())
+        self.creations.get_or_init(|| {
+            CreationWriter::new(self.repo.clone(), self.outbox.units().clone()).start()
+        })
     }
 
     /// The batcher transitions go through, started with this service's settings.

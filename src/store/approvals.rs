@@ -3,12 +3,13 @@
 //! source needs (completing a replay inside its own write transaction, skipping a
 //! prompt that is no longer owed, the replay shelf).
 
+use async_trait::async_trait;
 use sqlx::any::AnyRow;
 
 use super::error::StoreError;
 use super::events::EventRecord;
 use super::outbox::{event_from_row, EVENT_COLUMNS, FENCE};
-use super::ports::WriteTx;
+use super::ports::{ApprovalEvents, ApprovalRepository, StatusCount, WriteTx};
 use super::row::{int, opt_text, text};
 use super::sql::SqlStore;
 use vocab::approvals::{
@@ -60,42 +61,7 @@ fn definition_from_row(row: &AnyRow) -> Result<Definition, StoreError> {
     })
 }
 
-/// Counts of replay events by status.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct StatusCount {
-    pub status: String,
-    pub count: i64,
-}
-
 impl SqlStore {
-    /// Stores `spec` as a new version of its definition unless the latest version
-    /// already says the same; returns the version that is now current. Two nodes
-    /// loading the same config at once race on the version's key: the loser reads
-    /// again and finds the winner's identical version.
-    pub async fn put_definition(
-        &self,
-        spec: &DefinitionSpec,
-        created_by: &str,
-    ) -> Result<Definition, StoreError> {
-        let mut tries = 0;
-        loop {
-            match self.try_put_definition(spec, created_by).await {
-                Err(StoreError::AlreadyExists(_)) if tries < 3 => tries += 1,
-                // A commit-time conflict (MySQL deadlock 1213, SQLSTATE 40001) lost a race.
-                Err(StoreError::Database(err))
-                    if tries < 3
-                        && err
-                            .as_database_error()
-                            .and_then(|db| db.code())
-                            .is_some_and(|code| code == "40001") =>
-                {
-                    tries += 1
-                }
-                other => return other,
-            }
-        }
-    }
-
     async fn try_put_definition(
         &self,
         spec: &DefinitionSpec,
@@ -145,26 +111,6 @@ impl SqlStore {
             .ok_or_else(|| StoreError::Corrupt("stored definition vanished".into()))
     }
 
-    /// One version of a definition (the latest when `version` is `None`).
-    pub async fn definition(
-        &self,
-        id: &str,
-        version: Option<i64>,
-    ) -> Result<Option<Definition>, StoreError> {
-        self.fetch_definition(&self.pool, id, version).await
-    }
-
-    /// [`SqlStore::definition`] inside `tx` (SQLite has one connection: a read on
-    /// the pool while `tx` is open would wait for it).
-    pub async fn definition_in(
-        &self,
-        tx: &mut WriteTx,
-        id: &str,
-        version: Option<i64>,
-    ) -> Result<Option<Definition>, StoreError> {
-        self.fetch_definition(&mut **tx, id, version).await
-    }
-
     async fn fetch_definition<'e, E>(
         &self,
         executor: E,
@@ -189,9 +135,52 @@ impl SqlStore {
             .await?;
         row.as_ref().map(definition_from_row).transpose()
     }
+}
 
-    /// The latest version of every definition.
-    pub async fn definitions(&self) -> Result<Vec<Definition>, StoreError> {
+#[async_trait]
+impl ApprovalRepository for SqlStore {
+    async fn put_definition(
+        &self,
+        spec: &DefinitionSpec,
+        created_by: &str,
+    ) -> Result<Definition, StoreError> {
+        let mut tries = 0;
+        loop {
+            match self.try_put_definition(spec, created_by).await {
+                Err(StoreError::AlreadyExists(_)) if tries < 3 => tries += 1,
+                // A commit-time conflict (MySQL deadlock 1213, SQLSTATE 40001) lost a race.
+                Err(StoreError::Database(err))
+                    if tries < 3
+                        && err
+                            .as_database_error()
+                            .and_then(|db| db.code())
+                            .is_some_and(|code| code == "40001") =>
+                {
+                    tries += 1
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn definition(
+        &self,
+        id: &str,
+        version: Option<i64>,
+    ) -> Result<Option<Definition>, StoreError> {
+        self.fetch_definition(&self.pool, id, version).await
+    }
+
+    async fn definition_in(
+        &self,
+        tx: &mut WriteTx,
+        id: &str,
+        version: Option<i64>,
+    ) -> Result<Option<Definition>, StoreError> {
+        self.fetch_definition(&mut **tx, id, version).await
+    }
+
+    async fn definitions(&self) -> Result<Vec<Definition>, StoreError> {
         let rows = sqlx::query(
             "SELECT d.id, d.version, d.object, d.body, d.created_by, d.created_at \
              FROM approval_definitions d WHERE d.version = \
@@ -202,8 +191,7 @@ impl SqlStore {
         rows.iter().map(definition_from_row).collect()
     }
 
-    /// Creates an instance at its first step, with the step's node and work item.
-    pub async fn create_instance(
+    async fn create_instance(
         &self,
         tx: &mut WriteTx,
         definition: &Definition,
@@ -232,9 +220,7 @@ impl SqlStore {
             .ok_or_else(|| StoreError::Corrupt("created approval vanished".into()))
     }
 
-    /// The pending approval of a record, if any (read inside `tx`, after the
-    /// record's lock, so two submits of one record cannot both pass).
-    pub async fn pending_instance_of(
+    async fn pending_instance_of(
         &self,
         tx: &mut WriteTx,
         record_id: &str,
@@ -248,8 +234,7 @@ impl SqlStore {
         row.as_ref().map(|r| text(r, "id")).transpose()
     }
 
-    /// Opens step `index`: its node and its approver's work item.
-    pub async fn open_step(
+    async fn open_step(
         &self,
         tx: &mut WriteTx,
         instance_id: &str,
@@ -284,8 +269,42 @@ impl SqlStore {
         Ok(())
     }
 
-    /// Reads an instance inside `tx`, locking it until `tx` ends.
-    pub async fn lock_instance(
+    async fn close_step(
+        &self,
+        tx: &mut WriteTx,
+        instance_id: &str,
+        index: i64,
+        status: InstanceStatus,
+        actor: &str,
+    ) -> Result<(), StoreError> {
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "UPDATE approval_nodes SET status = ?, updated_at = {now} \
+             WHERE instance_id = ? AND step_index = ? AND status = 'pending'"
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(status.as_str())
+            .bind(instance_id)
+            .bind(index)
+            .execute(&mut **tx)
+            .await?;
+        let sql = format!(
+            "UPDATE approval_work_items SET status = ?, decided_by = ?, updated_at = {now} \
+             WHERE instance_id = ? AND status = 'pending' AND node_id IN \
+             (SELECT id FROM approval_nodes WHERE instance_id = ? AND step_index = ?)"
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(status.as_str())
+            .bind(actor)
+            .bind(instance_id)
+            .bind(instance_id)
+            .bind(index)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn lock_instance(
         &self,
         tx: &mut WriteTx,
         id: &str,
@@ -301,7 +320,7 @@ impl SqlStore {
         row.as_ref().map(instance_from_row).transpose()
     }
 
-    pub async fn instance(&self, id: &str) -> Result<Option<Instance>, StoreError> {
+    async fn instance(&self, id: &str) -> Result<Option<Instance>, StoreError> {
         let sql = format!("SELECT {INSTANCE_COLUMNS} FROM approval_instances WHERE id = ?");
         let row = sqlx::query(&self.engine.sql(&sql))
             .bind(id)
@@ -310,8 +329,7 @@ impl SqlStore {
         row.as_ref().map(instance_from_row).transpose()
     }
 
-    /// Instances, newest first.
-    pub async fn instances(&self, limit: u32) -> Result<Vec<Instance>, StoreError> {
+    async fn instances(&self, limit: u32) -> Result<Vec<Instance>, StoreError> {
         let sql = format!(
             "SELECT {INSTANCE_COLUMNS} FROM approval_instances ORDER BY id DESC LIMIT {}",
             limit.clamp(1, 500)
@@ -320,10 +338,7 @@ impl SqlStore {
         rows.iter().map(instance_from_row).collect()
     }
 
-    /// Moves a locked instance to `status` at `step_index`, guarded on the sequence
-    /// read under the lock; the current node and its work items follow when
-    /// `close_open` is set (every still-pending one takes `status`).
-    pub async fn transition_instance(
+    async fn transition_instance(
         &self,
         tx: &mut WriteTx,
         instance: &Instance,
@@ -377,7 +392,7 @@ impl SqlStore {
             .ok_or_else(|| StoreError::Corrupt("approval vanished".into()))
     }
 
-    pub async fn nodes(&self, instance_id: &str) -> Result<Vec<Node>, StoreError> {
+    async fn nodes(&self, instance_id: &str) -> Result<Vec<Node>, StoreError> {
         let rows = sqlx::query(&self.engine.sql(
             "SELECT id, step_index, step_name, status FROM approval_nodes WHERE instance_id = ? ORDER BY step_index, id",
         ))
@@ -396,7 +411,7 @@ impl SqlStore {
             .collect()
     }
 
-    pub async fn work_items(&self, instance_id: &str) -> Result<Vec<WorkItem>, StoreError> {
+    async fn work_items(&self, instance_id: &str) -> Result<Vec<WorkItem>, StoreError> {
         let rows = sqlx::query(&self.engine.sql(
             "SELECT id, node_id, approver_kind, approver, status, decided_by FROM approval_work_items \
              WHERE instance_id = ? ORDER BY created_at, id",
@@ -422,11 +437,11 @@ impl SqlStore {
             })
             .collect()
     }
+}
 
-    /// Completes a claimed event inside `tx`, fenced on its lease: the replay's
-    /// mutation and its completion commit together. `false`: the lease is lost and
-    /// the caller must roll `tx` back.
-    pub async fn complete_in(
+#[async_trait]
+impl ApprovalEvents for SqlStore {
+    async fn complete_in(
         &self,
         tx: &mut WriteTx,
         event_id: &str,
@@ -446,10 +461,7 @@ impl SqlStore {
             == 1)
     }
 
-    /// Skips an event still waiting to be claimed (a prompt whose approval was
-    /// decided or recalled). One conditional statement: a claimed prompt is left
-    /// to its handler, which re-checks the approval.
-    pub async fn skip_pending_in(
+    async fn skip_pending_in(
         &self,
         tx: &mut WriteTx,
         event_id: &str,
@@ -469,8 +481,7 @@ impl SqlStore {
             == 1)
     }
 
-    /// Events of one kind by status (the replay status endpoint).
-    pub async fn kind_counts(&self, kind: &str) -> Result<Vec<StatusCount>, StoreError> {
+    async fn kind_counts(&self, kind: &str) -> Result<Vec<StatusCount>, StoreError> {
         let rows = sqlx::query(&self.engine.sql(
             "SELECT status, COUNT(*) AS n FROM outbox_events WHERE kind = ? GROUP BY status ORDER BY status",
         ))
@@ -487,8 +498,7 @@ impl SqlStore {
             .collect()
     }
 
-    /// Events of one kind in one status, newest first (the failed-replay shelf).
-    pub async fn events_of_kind(
+    async fn events_of_kind(
         &self,
         kind: &str,
         status: &str,
@@ -505,43 +515,5 @@ impl SqlStore {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(event_from_row).collect()
-    }
-}
-
-impl SqlStore {
-    /// Closes step `index`'s still-pending node and work items with `status`.
-    pub async fn close_step(
-        &self,
-        tx: &mut WriteTx,
-        instance_id: &str,
-        index: i64,
-        status: InstanceStatus,
-        actor: &str,
-    ) -> Result<(), StoreError> {
-        let now = self.engine.now_ms();
-        let sql = format!(
-            "UPDATE approval_nodes SET status = ?, updated_at = {now} \
-             WHERE instance_id = ? AND step_index = ? AND status = 'pending'"
-        );
-        sqlx::query(&self.engine.sql(&sql))
-            .bind(status.as_str())
-            .bind(instance_id)
-            .bind(index)
-            .execute(&mut **tx)
-            .await?;
-        let sql = format!(
-            "UPDATE approval_work_items SET status = ?, decided_by = ?, updated_at = {now} \
-             WHERE instance_id = ? AND status = 'pending' AND node_id IN \
-             (SELECT id FROM approval_nodes WHERE instance_id = ? AND step_index = ?)"
-        );
-        sqlx::query(&self.engine.sql(&sql))
-            .bind(status.as_str())
-            .bind(actor)
-            .bind(instance_id)
-            .bind(instance_id)
-            .bind(index)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
     }
 }

@@ -18,13 +18,14 @@ mod runs;
 mod sessions;
 mod sql;
 mod tokens;
+pub mod units;
 mod upkeep;
 mod users;
 
-pub use approvals::StatusCount;
 pub use engine::{Durability, Engine};
 pub use error::StoreError;
 pub use fault::StoreFault;
 pub use group_commit::{GroupCommitter, GroupLimits, UnitFuture};
-pub use records::Record;
+pub use ports::{Record, StatusCount};
 pub use sql::{SqlStore, StoreOptions};
+pub use units::WriteUnits;

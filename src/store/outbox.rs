@@ -17,7 +17,7 @@ use super::events::{
     FailedEvent, NewEvent, OutboxStats, RetryRefusal, Settle, Settlement, StatsRow, LIVE_STATES,
     SETTLED_STATES,
 };
-use super::ports::{ClaimRequest, ManualRetry, OutboxStore, SweepReport, WriteTx};
+use super::ports::{ClaimRequest, ManualRetry, OutboxStore, SweepReport, Transactions, WriteTx};
 use super::row::{int, opt_int, opt_text, text};
 use super::sql::SqlStore;
 
@@ -460,10 +460,6 @@ impl SqlStore {
 
 #[async_trait]
 impl OutboxStore for SqlStore {
-    async fn begin_write(&self) -> Result<WriteTx, StoreError> {
-        Ok(self.pool.begin_with(self.engine.begin_write()).await?)
-    }
-
     async fn enqueue_all_in(
         &self,
         tx: &mut WriteTx,

@@ -1,9 +1,11 @@
 //! The storage port: what Herald's services need from a store, independent of engine.
 
 use async_trait::async_trait;
+use vocab::approvals::{Definition, DefinitionSpec, Instance, InstanceStatus, Node, WorkItem};
 use vocab::{Role, RunStatus};
 
 use super::error::StoreError;
+use super::events::EventRecord;
 
 #[derive(Clone, Debug)]
 pub struct User {
@@ -199,11 +201,16 @@ pub struct TableTidied {
     pub took: std::time::Duration,
 }
 
-/// The durable outbox port (DESIGN §3).
+/// Write transactions, which every producer's unit runs in.
 #[async_trait]
-pub trait OutboxStore: Send + Sync {
+pub trait Transactions: Send + Sync {
     /// Opens a write transaction for a producer's state change and its events.
     async fn begin_write(&self) -> Result<WriteTx, StoreError>;
+}
+
+/// The durable outbox port (DESIGN §3).
+#[async_trait]
+pub trait OutboxStore: Transactions {
     /// Inserts the event unless one with its id exists, inside `tx`.
     async fn enqueue_in(
         &self,
@@ -399,3 +406,178 @@ pub trait DestinationStore: Send + Sync {
     /// and how many events were released.
     async fn close_breaker(&self, destination: &str) -> Result<Option<(String, u64)>, StoreError>;
 }
+
+/// One record as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    pub id: String,
+    pub object: String,
+    pub fields: serde_json::Map<String, serde_json::Value>,
+    /// 1 at creation, bumped by every write that changes a field.
+    pub version: i64,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+/// Counts of replay events by status.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StatusCount {
+    pub status: String,
+    pub count: i64,
+}
+
+/// The approvals source's definitions and instances (DESIGN §8): versioned
+/// process definitions, approval instances with their nodes and work items.
+#[async_trait]
+pub trait ApprovalRepository: Transactions {
+    /// Stores `spec` as a new version of its definition unless the latest version
+    /// already says the same; returns the version that is now current. Two nodes
+    /// loading the same config at once race on the version's key: the loser reads
+    /// again and finds the winner's identical version.
+    async fn put_definition(
+        &self,
+        spec: &DefinitionSpec,
+        created_by: &str,
+    ) -> Result<Definition, StoreError>;
+    /// One version of a definition (the latest when `version` is `None`).
+    async fn definition(
+        &self,
+        id: &str,
+        version: Option<i64>,
+    ) -> Result<Option<Definition>, StoreError>;
+    /// [`ApprovalRepository::definition`] inside `tx` (SQLite has one connection: a read on
+    /// the pool while `tx` is open would wait for it).
+    async fn definition_in(
+        &self,
+        tx: &mut WriteTx,
+        id: &str,
+        version: Option<i64>,
+    ) -> Result<Option<Definition>, StoreError>;
+    /// The latest version of every definition.
+    async fn definitions(&self) -> Result<Vec<Definition>, StoreError>;
+    /// Creates an instance at its first step, with the step's node and work item.
+    async fn create_instance(
+        &self,
+        tx: &mut WriteTx,
+        definition: &Definition,
+        record_id: &str,
+        submitted_by: &str,
+    ) -> Result<Instance, StoreError>;
+    /// The pending approval of a record, if any (read inside `tx`, after the
+    /// record's lock, so two submits of one record cannot both pass).
+    async fn pending_instance_of(
+        &self,
+        tx: &mut WriteTx,
+        record_id: &str,
+    ) -> Result<Option<String>, StoreError>;
+    /// Opens step `index`: its node and its approver's work item.
+    async fn open_step(
+        &self,
+        tx: &mut WriteTx,
+        instance_id: &str,
+        index: i64,
+        step: &vocab::approvals::Step,
+    ) -> Result<(), StoreError>;
+    /// Closes step `index`'s still-pending node and work items with `status`.
+    async fn close_step(
+        &self,
+        tx: &mut WriteTx,
+        instance_id: &str,
+        index: i64,
+        status: InstanceStatus,
+        actor: &str,
+    ) -> Result<(), StoreError>;
+    /// Reads an instance inside `tx`, locking it until `tx` ends.
+    async fn lock_instance(
+        &self,
+        tx: &mut WriteTx,
+        id: &str,
+    ) -> Result<Option<Instance>, StoreError>;
+    async fn instance(&self, id: &str) -> Result<Option<Instance>, StoreError>;
+    /// Instances, newest first.
+    async fn instances(&self, limit: u32) -> Result<Vec<Instance>, StoreError>;
+    /// Moves a locked instance to `status` at `step_index`, guarded on the sequence
+    /// read under the lock; the current node and its work items follow when
+    /// `close_open` is set (every still-pending one takes `status`).
+    async fn transition_instance(
+        &self,
+        tx: &mut WriteTx,
+        instance: &Instance,
+        status: InstanceStatus,
+        step_index: i64,
+        actor: &str,
+        close_open: bool,
+    ) -> Result<Instance, StoreError>;
+    async fn nodes(&self, instance_id: &str) -> Result<Vec<Node>, StoreError>;
+    async fn work_items(&self, instance_id: &str) -> Result<Vec<WorkItem>, StoreError>;
+}
+
+/// The outbox statements only the approvals source needs: completing a replay
+/// inside its own write transaction, skipping a prompt no longer owed, and the
+/// replay shelf's reads.
+#[async_trait]
+pub trait ApprovalEvents: Send + Sync {
+    /// Completes a claimed event inside `tx`, fenced on its lease: the replay's
+    /// mutation and its completion commit together. `false`: the lease is lost and
+    /// the caller must roll `tx` back.
+    async fn complete_in(
+        &self,
+        tx: &mut WriteTx,
+        event_id: &str,
+        lease_token: &str,
+    ) -> Result<bool, StoreError>;
+    /// Skips an event still waiting to be claimed (a prompt whose approval was
+    /// decided or recalled). One conditional statement: a claimed prompt is left
+    /// to its handler, which re-checks the approval.
+    async fn skip_pending_in(
+        &self,
+        tx: &mut WriteTx,
+        event_id: &str,
+        reason: &str,
+    ) -> Result<bool, StoreError>;
+    /// Events of one kind by status (the replay status endpoint).
+    async fn kind_counts(&self, kind: &str) -> Result<Vec<StatusCount>, StoreError>;
+    /// Events of one kind in one status, newest first (the failed-replay shelf).
+    async fn events_of_kind(
+        &self,
+        kind: &str,
+        status: &str,
+        limit: u32,
+    ) -> Result<Vec<EventRecord>, StoreError>;
+}
+
+/// Business records in the approvals store, which FieldUpdates write.
+#[async_trait]
+pub trait RecordRepository: Transactions {
+    async fn create_record(
+        &self,
+        object: &str,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Record, StoreError>;
+    async fn get_record(&self, id: &str) -> Result<Option<Record>, StoreError>;
+    /// Reads a record inside `tx`, locking it until `tx` ends.
+    async fn lock_record(&self, tx: &mut WriteTx, id: &str) -> Result<Option<Record>, StoreError>;
+    /// Records of one object, oldest first, after `after` (keyset pagination).
+    async fn list_records(
+        &self,
+        object: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Record>, StoreError>;
+    /// Writes a locked record's fields inside `tx`, guarded on the version read
+    /// under the lock; returns the record as written.
+    async fn write_record_fields(
+        &self,
+        tx: &mut WriteTx,
+        record: &Record,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Record, StoreError>;
+}
+
+/// Everything the approvals source asks of its store.
+pub trait ApprovalsStore:
+    ApprovalRepository + ApprovalEvents + RecordRepository + OutboxStore
+{
+}
+
+impl<S: ApprovalRepository + ApprovalEvents + RecordRepository + OutboxStore> ApprovalsStore for S {}

@@ -1,25 +1,14 @@
 //! Records: business data in the approvals store (object API name, id, fields as
 //! JSON). FieldUpdates mutate them; generic CRUD reaches them through the service.
 
+use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::Any;
 
 use super::error::StoreError;
-use super::ports::WriteTx;
+use super::ports::{Record, RecordRepository, WriteTx};
 use super::row::{int, text};
 use super::sql::SqlStore;
-
-/// One record as stored.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Record {
-    pub id: String,
-    pub object: String,
-    pub fields: serde_json::Map<String, serde_json::Value>,
-    /// 1 at creation, bumped by every write that changes a field.
-    pub version: i64,
-    pub created_at_ms: i64,
-    pub updated_at_ms: i64,
-}
 
 const RECORD_COLUMNS: &str = "id, object, fields, version, created_at, updated_at";
 
@@ -48,11 +37,6 @@ fn fields_json(fields: &serde_json::Map<String, serde_json::Value>) -> String {
 }
 
 impl SqlStore {
-    /// Opens a write transaction (`BEGIN IMMEDIATE` on SQLite).
-    pub async fn begin_tx(&self) -> Result<WriteTx, StoreError> {
-        Ok(self.pool.begin_with(self.engine.begin_write()).await?)
-    }
-
     async fn fetch_record<'e, E>(
         &self,
         executor: E,
@@ -70,8 +54,11 @@ impl SqlStore {
             .await?;
         row.as_ref().map(record_from_row).transpose()
     }
+}
 
-    pub async fn create_record(
+#[async_trait]
+impl RecordRepository for SqlStore {
+    async fn create_record(
         &self,
         object: &str,
         fields: &serde_json::Map<String, serde_json::Value>,
@@ -93,21 +80,15 @@ impl SqlStore {
             .ok_or_else(|| StoreError::Corrupt("created record vanished".into()))
     }
 
-    pub async fn get_record(&self, id: &str) -> Result<Option<Record>, StoreError> {
+    async fn get_record(&self, id: &str) -> Result<Option<Record>, StoreError> {
         self.fetch_record(&self.pool, id, false).await
     }
 
-    /// Reads a record inside `tx`, locking it until `tx` ends.
-    pub async fn lock_record(
-        &self,
-        tx: &mut WriteTx,
-        id: &str,
-    ) -> Result<Option<Record>, StoreError> {
+    async fn lock_record(&self, tx: &mut WriteTx, id: &str) -> Result<Option<Record>, StoreError> {
         self.fetch_record(&mut **tx, id, true).await
     }
 
-    /// Records of one object, oldest first, after `after` (keyset pagination).
-    pub async fn list_records(
+    async fn list_records(
         &self,
         object: &str,
         after: Option<&str>,
@@ -125,9 +106,7 @@ impl SqlStore {
         rows.iter().map(record_from_row).collect()
     }
 
-    /// Writes a locked record's fields inside `tx`, guarded on the version read
-    /// under the lock; returns the record as written.
-    pub async fn write_record_fields(
+    async fn write_record_fields(
         &self,
         tx: &mut WriteTx,
         record: &Record,

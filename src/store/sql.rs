@@ -162,3 +162,10 @@ fn prepare_sqlite_url(url: &str) -> Result<String, StoreError> {
         format!("{url}?mode=rwc")
     })
 }
+
+#[async_trait::async_trait]
+impl super::ports::Transactions for SqlStore {
+    async fn begin_write(&self) -> Result<super::ports::WriteTx, StoreError> {
+        Ok(self.pool.begin_with(self.engine.begin_write()).await?)
+    }
+}

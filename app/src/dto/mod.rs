@@ -1,7 +1,9 @@
 //! Types shared by the server and the browser: the vocabulary (roles, permissions,
 //! the signed-in viewer, run and delivery states — defined in the `vocab` crate and
-//! re-exported here) and the views the console shows, by family.
+//! re-exported here) and the views the console shows, by family (runs, deliveries,
+//! approvals, audit, breakers).
 
+pub mod approvals;
 pub mod audit;
 pub mod breakers;
 pub mod deliveries;
@@ -9,6 +11,10 @@ pub mod runs;
 
 pub use vocab::{DeliveryFilter, DeliveryStatus, Permission, Role, RunStatus, Viewer};
 
+pub use approvals::{
+    ApprovalDetailView, ApprovalEventRow, ApprovalRow, FailedReplayRow, ReplayShelfView,
+    TimelineEntry,
+};
 pub use audit::{AuditEntry, AuditPage};
 pub use breakers::{BreakerClosed, BreakerView};
 pub use deliveries::{

@@ -7,11 +7,11 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use crate::approvals::{
-    approval_detail, list_approvals, replay_shelf, ActOnApproval, ApprovalDetailView, ApprovalRow,
-    ReplayShelfView, RetryReplay,
+use crate::api::approvals::{
+    approval_detail, list_approvals, replay_shelf, ActOnApproval, RetryReplay,
 };
 use crate::components::{CapabilityNotice, ScrollingTable, TopBar};
+use crate::dto::{ApprovalDetailView, ApprovalRow, ReplayShelfView};
 
 #[component]
 pub fn ApprovalsPage() -> impl IntoView {

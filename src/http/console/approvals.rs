@@ -1,15 +1,14 @@
 //! The server's implementation of the Approvals page's port
-//! (`app::approvals::port::ApprovalsPort`) over the approvals service and the one
+//! (`app::port::ApprovalsPort`) over the approvals service and the one
 //! retry entry point.
 
 use async_trait::async_trait;
 
-use app::approvals::port::ApprovalsPort;
-use app::approvals::{
+use app::dto::{
     ApprovalDetailView, ApprovalEventRow, ApprovalRow, FailedReplayRow, ReplayShelfView,
     TimelineEntry,
 };
-use app::port::ConsoleError;
+use app::port::{ApprovalsPort, ConsoleError};
 use vocab::{DeliveryStatus, Permission, Role, Viewer};
 
 use crate::approvals::model::kinds;

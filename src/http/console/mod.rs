@@ -1,5 +1,5 @@
 //! The console's adapters: the Leptos pages' ports ([`app::port::ConsolePort`],
-//! [`app::approvals::port::ApprovalsPort`]) served by the services.
+//! [`app::port::ApprovalsPort`]) served by the services.
 
 mod approvals;
 mod runs;

@@ -1,0 +1,75 @@
+//! The Approvals page's server functions: approvals with their timeline and
+//! events, the lifecycle buttons, and the failed-replay shelf. The server
+//! implements [`ApprovalsPort`](crate::port::ApprovalsPort) over the same service
+//! layer as the JSON API, so every permission check stays there.
+
+use leptos::prelude::*;
+
+use crate::dto::{ApprovalDetailView, ApprovalRow, ReplayShelfView};
+
+#[cfg(feature = "ssr")]
+mod server {
+    use std::sync::Arc;
+
+    use leptos::prelude::*;
+
+    use crate::api::server::set_status;
+    pub use crate::api::server::viewer;
+    use crate::port::ApprovalsPort;
+    use crate::port::ConsoleError;
+
+    pub fn port() -> Result<Arc<dyn ApprovalsPort>, ServerFnError> {
+        use_context::<Arc<dyn ApprovalsPort>>()
+            .ok_or_else(|| ServerFnError::new("approvals port missing from context"))
+    }
+
+    pub fn fail(err: ConsoleError) -> ServerFnError {
+        set_status(err.status);
+        ServerFnError::new(err.message)
+    }
+}
+
+#[server(prefix = "/console-api", endpoint = "approvals")]
+pub async fn list_approvals() -> Result<Vec<ApprovalRow>, ServerFnError> {
+    let viewer = server::viewer();
+    server::port()?
+        .list(viewer.as_ref())
+        .await
+        .map_err(server::fail)
+}
+
+#[server(prefix = "/console-api", endpoint = "approval")]
+pub async fn approval_detail(id: String) -> Result<ApprovalDetailView, ServerFnError> {
+    let viewer = server::viewer();
+    server::port()?
+        .detail(viewer.as_ref(), &id)
+        .await
+        .map_err(server::fail)
+}
+
+#[server(prefix = "/console-api", endpoint = "approval-action")]
+pub async fn act_on_approval(id: String, action: String) -> Result<ApprovalRow, ServerFnError> {
+    let viewer = server::viewer();
+    server::port()?
+        .act(viewer.as_ref(), &id, &action)
+        .await
+        .map_err(server::fail)
+}
+
+#[server(prefix = "/console-api", endpoint = "replay-shelf")]
+pub async fn replay_shelf() -> Result<ReplayShelfView, ServerFnError> {
+    let viewer = server::viewer();
+    server::port()?
+        .shelf(viewer.as_ref())
+        .await
+        .map_err(server::fail)
+}
+
+#[server(prefix = "/console-api", endpoint = "replay-retry")]
+pub async fn retry_replay(event_id: String) -> Result<(), ServerFnError> {
+    let viewer = server::viewer();
+    server::port()?
+        .retry_replay(viewer.as_ref(), &event_id)
+        .await
+        .map_err(server::fail)
+}

@@ -1,0 +1,128 @@
+//! A fresh real database per test (SQLite file, PostgreSQL or MariaDB database)
+//! and the macro that runs a contract function on all three engines.
+
+use herald::store::{Engine, SqlStore, StoreOptions};
+use sqlx::{AnyConnection, Connection, Executor};
+
+/// A fresh database on one engine, dropped by [`TestDb::drop_db`].
+pub struct TestDb {
+    pub engine: Engine,
+    pub url: String,
+    admin_url: Option<String>,
+    name: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn admin_url(engine: Engine) -> String {
+    match engine {
+        Engine::Postgres => std::env::var("HERALD_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into()),
+        Engine::MySql => std::env::var("HERALD_TEST_MYSQL_URL")
+            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/mysql".into()),
+        Engine::Sqlite => unreachable!("SQLite needs no server"),
+    }
+}
+
+impl TestDb {
+    pub async fn new(engine: Engine) -> TestDb {
+        sqlx::any::install_default_drivers();
+        let name = format!("herald_t_{}", uuid::Uuid::new_v4().simple());
+        if engine == Engine::Sqlite {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let url = format!("sqlite://{}/herald.db", dir.path().display());
+            return TestDb {
+                engine,
+                url,
+                admin_url: None,
+                name,
+                _dir: Some(dir),
+            };
+        }
+        let admin = admin_url(engine);
+        let mut conn = AnyConnection::connect(&admin).await.unwrap_or_else(|e| {
+            panic!(
+                "cannot reach the test {} server at {admin}: {e}",
+                engine.name()
+            )
+        });
+        conn.execute(format!("CREATE DATABASE {name}").as_str())
+            .await
+            .expect("create test database");
+        conn.close().await.ok();
+        let mut url = url::Url::parse(&admin).expect("admin url");
+        url.set_path(&format!("/{name}"));
+        TestDb {
+            engine,
+            url: url.to_string(),
+            admin_url: Some(admin),
+            name,
+            _dir: None,
+        }
+    }
+
+    /// The ephemeral `memory://` store: nothing to create or drop.
+    pub fn memory() -> TestDb {
+        TestDb {
+            engine: Engine::Sqlite,
+            url: "memory://".into(),
+            admin_url: None,
+            name: String::new(),
+            _dir: None,
+        }
+    }
+
+    pub async fn store(&self) -> SqlStore {
+        SqlStore::open(&StoreOptions {
+            url: self.url.clone(),
+            max_connections: 8,
+        })
+        .await
+        .expect("open store")
+    }
+
+    pub async fn drop_db(self) {
+        if let Some(admin) = &self.admin_url {
+            if let Ok(mut conn) = AnyConnection::connect(admin).await {
+                let sql = match self.engine {
+                    Engine::Postgres => {
+                        format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)
+                    }
+                    _ => format!("DROP DATABASE IF EXISTS {}", self.name),
+                };
+                let _ = conn.execute(sql.as_str()).await;
+                let _ = conn.close().await;
+            }
+        }
+    }
+}
+
+/// Generates one `#[tokio::test]` per engine for each contract function.
+#[macro_export]
+macro_rules! contract_tests {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+               async fn $name() {
+                   let db = $crate::TestDb::new(herald::store::Engine::Sqlite).await;
+                   super::$name(&db).await;
+                   db.drop_db().await;
+               } )*
+        }
+        mod postgres {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+               async fn $name() {
+                   let db = $crate::TestDb::new(herald::store::Engine::Postgres).await;
+                   super::$name(&db).await;
+                   db.drop_db().await;
+               } )*
+        }
+        mod mysql {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+               async fn $name() {
+                   let db = $crate::TestDb::new(herald::store::Engine::MySql).await;
+                   super::$name(&db).await;
+                   db.drop_db().await;
+               } )*
+        }
+    };
+}

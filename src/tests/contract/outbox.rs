@@ -1,0 +1,772 @@
+//! The outbox port (DESIGN §3), on SQLite, PostgreSQL and MariaDB: enqueue inside
+//! the producer's transaction, claims under leases, the fence (stale tokens and
+//! expired leases), racing sweepers, backoff, dead letters and manual retry.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald::config::{Settings, SettingsArgs};
+use herald::outbox::model::{NewEvent, RetryRefusal, Settle, Settlement, Source};
+use herald::store::ports::{ManualRetry, OutboxStore, RunRepository, Transactions};
+use herald::store::SqlStore;
+use sqlx::Executor;
+use testkit::{claim, claim_request, enqueue, settlement, TestDb};
+use vocab::DeliveryStatus;
+
+testkit::contract_tests!(
+    enqueue_rolls_back_with_the_producer_transaction,
+    enqueue_is_idempotent_on_the_event_id,
+    a_lost_enqueue_acknowledgement_leaves_exactly_one_event,
+    concurrent_claimers_never_hold_the_same_event,
+    stale_lease_tokens_cannot_write,
+    expired_leases_are_reclaimed_with_a_new_token,
+    retries_follow_the_backoff_and_the_cycle_ends_failed_with_a_dead_letter,
+    manual_retry_is_a_compare_and_set_that_keeps_id_and_attempts,
+    expired_non_redeliverable_leases_become_uncertain,
+    a_sweep_never_overwrites_an_event_that_completed,
+    a_replayed_settlement_changes_nothing,
+    claims_take_only_registered_kinds_and_due_events,
+    a_claim_of_expired_and_pending_events_hands_each_out_once,
+    a_token_correct_write_after_the_lease_expired_is_refused,
+    racing_sweepers_settle_each_expired_row_once,
+    a_lease_expiring_on_the_last_attempt_ends_failed_with_a_dead_letter,
+    a_claim_with_only_a_default_lease_uses_it,
+);
+
+pub(crate) fn event(id: &str) -> NewEvent {
+    NewEvent {
+        event_id: id.to_string(),
+        source: Source::Jobs,
+        kind: "test".into(),
+        parent_type: "run".into(),
+        parent_id: "run-1".into(),
+        payload: "{\"n\":1}".into(),
+        redeliverable: true,
+        max_attempts: 6,
+        delay_ms: 0,
+        destination: None,
+    }
+}
+
+async fn status(store: &SqlStore, id: &str) -> DeliveryStatus {
+    store
+        .get_event(id)
+        .await
+        .unwrap()
+        .expect("event exists")
+        .status
+}
+
+/// Settles as the worker does: a lost commit race (MySQL deadlock 1213, Galera
+/// certification failure) rolled everything back, so the whole batch is retried.
+pub(crate) async fn settle_retrying(store: &SqlStore, batch: &[Settlement]) -> Vec<bool> {
+    for _ in 0..20 {
+        match store.settle(batch).await {
+            Ok(accepted) => return accepted,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    panic!("settle kept failing");
+}
+
+async fn enqueue_rolls_back_with_the_producer_transaction(db: &TestDb) {
+    let store = db.store().await;
+    let mut tx = store.begin_write().await.unwrap();
+    store
+        .enqueue_in(&mut tx, &event("rolled-back"))
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert!(store.get_event("rolled-back").await.unwrap().is_none());
+
+    // A producer's state change and its event commit together.
+    let run = store
+        .create_run(herald::store::ports::NewRun {
+            run_type: "etl".into(),
+            tenant: "t".into(),
+            callback_url: None,
+            routes: Vec::new(),
+        })
+        .await
+        .unwrap();
+    let mut tx = store.begin_write().await.unwrap();
+    sqlx::query(
+        &store
+            .engine()
+            .sql("UPDATE runs SET status = 'succeeded' WHERE id = ?"),
+    )
+    .bind(&run.id)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    store
+        .enqueue_in(&mut tx, &event("with-state"))
+        .await
+        .unwrap();
+    drop(tx); // dropped without commit: both vanish
+    assert!(store.get_event("with-state").await.unwrap().is_none());
+    assert_eq!(
+        store.get_run(&run.id).await.unwrap().unwrap().status,
+        vocab::RunStatus::Queued
+    );
+    store.close().await;
+}
+
+async fn enqueue_is_idempotent_on_the_event_id(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event("e1")]).await;
+    let mut changed = event("e1");
+    changed.payload = "{\"n\":2}".into();
+    enqueue(&store, &[changed, event("e1")]).await;
+    let stored = store.get_event("e1").await.unwrap().unwrap();
+    assert_eq!(
+        stored.payload, "{\"n\":1}",
+        "the first (frozen) payload wins"
+    );
+    assert_eq!(
+        store.events_for_parent("run", "run-1").await.unwrap().len(),
+        1
+    );
+    store.close().await;
+}
+
+async fn a_lost_enqueue_acknowledgement_leaves_exactly_one_event(db: &TestDb) {
+    let store = db.store().await;
+    // The commit lands, but the producer never hears so and runs the whole
+    // transaction again.
+    enqueue(&store, &[event("acked-late")]).await;
+    enqueue(&store, &[event("acked-late")]).await;
+    let events = store.events_for_parent("run", "run-1").await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].status, DeliveryStatus::Pending);
+    store.close().await;
+}
+
+/// On SQLite the store is one connection, so these claimers queue rather than race;
+/// `process::delivery::three_processes_claiming_one_store_deliver_each_event_once` races
+/// separate processes on every engine.
+async fn concurrent_claimers_never_hold_the_same_event(db: &TestDb) {
+    let store = Arc::new(db.store().await);
+    let events: Vec<NewEvent> = (0..200).map(|i| event(&format!("race-{i:03}"))).collect();
+    enqueue(&store, &events).await;
+    let mut workers = Vec::new();
+    for _ in 0..8 {
+        let store = store.clone();
+        workers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            let mut empty_rounds = 0;
+            while empty_rounds < 3 {
+                let claimed = claim(&store, &claim_request(16, 30_000)).await;
+                if claimed.is_empty() {
+                    empty_rounds += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+                empty_rounds = 0;
+                let batch: Vec<Settlement> = claimed
+                    .iter()
+                    .map(|e| settlement(e, Settle::Completed))
+                    .collect();
+                let accepted = settle_retrying(&store, &batch).await;
+                assert!(
+                    accepted.iter().all(|ok| *ok),
+                    "a live lease's completion is accepted"
+                );
+                mine.extend(claimed.into_iter().map(|e| e.event_id));
+            }
+            mine
+        }));
+    }
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for worker in workers {
+        for id in worker.await.unwrap() {
+            *seen.entry(id).or_default() += 1;
+        }
+    }
+    assert_eq!(seen.len(), 200, "every event was claimed");
+    assert!(seen.values().all(|n| *n == 1), "no event was claimed twice");
+    for i in [0, 99, 199] {
+        let e = store
+            .get_event(&format!("race-{i:03}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.status, DeliveryStatus::Completed);
+        assert_eq!(e.attempts, 1);
+    }
+    store.close().await;
+}
+
+async fn stale_lease_tokens_cannot_write(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event("fenced")]).await;
+    let claimed = claim(&store, &claim_request(10, 30_000)).await;
+    assert_eq!(claimed.len(), 1);
+    let mut stale = claimed[0].clone();
+    stale.lease_token = "not-the-token".into();
+    for settle in [
+        Settle::Completed,
+        Settle::Retry { delay_ms: 0 },
+        Settle::Failed { exhausted: false },
+        Settle::Skipped,
+        Settle::Uncertain,
+    ] {
+        let accepted = store
+            .settle(&[settlement(&stale, settle.clone())])
+            .await
+            .unwrap();
+        assert_eq!(accepted, vec![false], "{settle:?} with a stale token");
+    }
+    assert_eq!(
+        store
+            .renew("not-the-token", &["fenced".into()], 60_000)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(status(&store, "fenced").await, DeliveryStatus::Processing);
+    assert!(store.attempts("fenced").await.unwrap().is_empty());
+    assert_eq!(store.dead_letter_count("fenced").await.unwrap(), 0);
+    // The real token still works.
+    assert_eq!(
+        store
+            .renew(&claimed[0].lease_token, &["fenced".into()], 60_000)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .settle(&[settlement(&claimed[0], Settle::Completed)])
+            .await
+            .unwrap(),
+        vec![true]
+    );
+    assert_eq!(status(&store, "fenced").await, DeliveryStatus::Completed);
+    store.close().await;
+}
+
+async fn expired_leases_are_reclaimed_with_a_new_token(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event("slow")]).await;
+    let first = claim(&store, &claim_request(10, 30_000)).await;
+    assert_eq!(first.len(), 1);
+    assert!(
+        claim(&store, &claim_request(10, 30_000)).await.is_empty(),
+        "a live lease is not taken over"
+    );
+    // The lease runs out (set in the past rather than waited for).
+    store
+        .pool()
+        .execute("UPDATE outbox_events SET lease_expires_at = 1 WHERE event_id = 'slow'")
+        .await
+        .unwrap();
+    let second = claim(&store, &claim_request(10, 30_000)).await;
+    assert_eq!(
+        second.len(),
+        1,
+        "an expired redeliverable lease is reclaimed"
+    );
+    assert_ne!(second[0].lease_token, first[0].lease_token);
+    assert_eq!(second[0].event_id, "slow", "redelivery keeps the event id");
+    assert_eq!(second[0].attempts, 2);
+    // The first worker wakes up late: its result is dropped.
+    assert_eq!(
+        store
+            .settle(&[settlement(&first[0], Settle::Completed)])
+            .await
+            .unwrap(),
+        vec![false]
+    );
+    assert_eq!(
+        store
+            .renew(&first[0].lease_token, &["slow".into()], 60_000)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .settle(&[settlement(&second[0], Settle::Completed)])
+            .await
+            .unwrap(),
+        vec![true]
+    );
+    let attempts = store.attempts("slow").await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].attempt, 2);
+    store.close().await;
+}
+
+async fn retries_follow_the_backoff_and_the_cycle_ends_failed_with_a_dead_letter(db: &TestDb) {
+    use herald::outbox::handler::Outcome;
+    use herald::outbox::policy::RetryPolicy;
+    let store = db.store().await;
+    enqueue(&store, &[event("flaky")]).await;
+    // Backoffs far longer than any pause of a loaded machine, so "not due yet" is
+    // certain; the test then makes each retry due itself instead of waiting.
+    let policy = RetryPolicy {
+        max_attempts: 6,
+        initial_backoff: Duration::from_secs(40),
+        max_backoff: Duration::from_secs(100),
+        jitter: false,
+        lease: Duration::from_secs(30),
+    };
+    let outcome = Outcome::Retryable {
+        error: "503 from receiver".into(),
+        status_code: Some(503),
+        retry_after: None,
+    };
+    let mut delays = Vec::new();
+    for attempt in 1..=6 {
+        let claimed = claim(&store, &claim_request(10, 30_000)).await;
+        assert_eq!(claimed.len(), 1, "attempt {attempt} is due");
+        assert_eq!(claimed[0].cycle_attempts, attempt);
+        let settle = outcome.settle(&claimed[0], &policy);
+        if let Settle::Retry { delay_ms } = settle {
+            delays.push(delay_ms);
+        }
+        let before = store.get_event("flaky").await.unwrap().unwrap();
+        assert_eq!(
+            store
+                .settle(&[settlement(&claimed[0], settle)])
+                .await
+                .unwrap(),
+            vec![true]
+        );
+        let after = store.get_event("flaky").await.unwrap().unwrap();
+        if attempt < 6 {
+            assert_eq!(after.status, DeliveryStatus::Pending);
+            assert!(
+                after.next_attempt_at >= before.updated_at + delays.last().unwrap() - 5,
+                "due after the backoff"
+            );
+            assert!(
+                claim(&store, &claim_request(10, 30_000)).await.is_empty(),
+                "not due before the backoff"
+            );
+            // The backoff has been checked; skip the wait.
+            store
+                .pool()
+                .execute("UPDATE outbox_events SET next_attempt_at = 0 WHERE event_id = 'flaky'")
+                .await
+                .unwrap();
+        }
+    }
+    assert_eq!(
+        delays,
+        vec![40_000, 80_000, 100_000, 100_000, 100_000],
+        "exponential, capped"
+    );
+    let failed = store.get_event("flaky").await.unwrap().unwrap();
+    assert_eq!(failed.status, DeliveryStatus::Failed);
+    assert_eq!(failed.attempts, 6);
+    assert!(failed.failed_at.is_some() && failed.alerted_at.is_some());
+    assert_eq!(failed.last_error.as_deref(), Some("boom"));
+    assert_eq!(failed.dead_letter_id.as_deref(), Some("dead_letter_flaky"));
+    assert_eq!(store.dead_letter_count("flaky").await.unwrap(), 1);
+    assert_eq!(store.attempts("flaky").await.unwrap().len(), 6);
+    assert!(
+        claim(&store, &claim_request(10, 30_000)).await.is_empty(),
+        "failed is never claimed"
+    );
+    store.close().await;
+}
+
+async fn manual_retry_is_a_compare_and_set_that_keeps_id_and_attempts(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event("shelved"), event("unsure")]).await;
+    let claimed = claim(&store, &claim_request(10, 30_000)).await;
+    let by_id = |id: &str| claimed.iter().find(|e| e.event_id == id).unwrap().clone();
+    store
+        .settle(&[
+            settlement(&by_id("shelved"), Settle::Failed { exhausted: false }),
+            settlement(&by_id("unsure"), Settle::Uncertain),
+        ])
+        .await
+        .unwrap();
+    let retry = |id: &str, kind: &str, expected, allow_uncertain| ManualRetry {
+        event_id: id.into(),
+        kind: kind.into(),
+        expected_status: expected,
+        allow_uncertain,
+        actor: "operator".into(),
+        max_attempts: 6,
+        audit: true,
+    };
+    assert_eq!(
+        store
+            .retry_event(&retry("shelved", "test", DeliveryStatus::Pending, false))
+            .await
+            .unwrap(),
+        Err(RetryRefusal::NotRetryable("pending".into()))
+    );
+    assert!(matches!(
+        store
+            .retry_event(&retry("shelved", "other", DeliveryStatus::Failed, false))
+            .await
+            .unwrap(),
+        Err(RetryRefusal::KindMismatch { .. })
+    ));
+    assert_eq!(
+        store
+            .retry_event(&retry("nope", "test", DeliveryStatus::Failed, false))
+            .await
+            .unwrap(),
+        Err(RetryRefusal::NotFound("nope".into()))
+    );
+    assert_eq!(
+        store
+            .retry_event(&retry("unsure", "test", DeliveryStatus::Uncertain, false))
+            .await
+            .unwrap(),
+        Err(RetryRefusal::UncertainNeedsAcknowledgement)
+    );
+    store
+        .retry_event(&retry("shelved", "test", DeliveryStatus::Failed, false))
+        .await
+        .unwrap()
+        .unwrap();
+    // A second operator acting on the same stale view is refused (HTTP 409).
+    assert!(matches!(
+        store.retry_event(&retry("shelved", "test", DeliveryStatus::Failed, false)).await.unwrap(),
+        Err(RetryRefusal::StatusChanged { ref current, .. }) if current == "pending"
+    ));
+    store
+        .retry_event(&retry("unsure", "test", DeliveryStatus::Uncertain, true))
+        .await
+        .unwrap()
+        .unwrap();
+
+    let again = claim(&store, &claim_request(10, 30_000)).await;
+    assert_eq!(again.len(), 2);
+    for e in &again {
+        assert_eq!(e.cycle, 2, "a new cycle");
+        assert_eq!(e.cycle_attempts, 1, "the cycle restarts");
+        assert_eq!(e.attempts, 2, "cumulative attempts are kept");
+    }
+    let shelved = store.get_event("shelved").await.unwrap().unwrap();
+    assert!(shelved.failed_at.is_none() && shelved.alerted_at.is_none());
+    let audits: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM outbox_audit")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(audits, 2);
+    let acknowledged: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM outbox_audit WHERE acknowledged_duplicate_risk = 1 AND actor = 'operator'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(acknowledged, 1);
+    store.close().await;
+}
+
+async fn expired_non_redeliverable_leases_become_uncertain(db: &TestDb) {
+    let store = db.store().await;
+    let mut chat = event("chat-1");
+    chat.redeliverable = false;
+    enqueue(&store, &[chat]).await;
+    let claimed = claim(&store, &claim_request(10, 200)).await;
+    assert_eq!(claimed.len(), 1);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert!(
+        claim(&store, &claim_request(10, 200)).await.is_empty(),
+        "never resent automatically"
+    );
+    let report = store.sweep_expired(100, None).await.unwrap();
+    assert_eq!(
+        report.uncertain,
+        vec![("chat-1".to_string(), "test".to_string())]
+    );
+    let e = store.get_event("chat-1").await.unwrap().unwrap();
+    assert_eq!(e.status, DeliveryStatus::Uncertain);
+    assert!(e.uncertain_at.is_some());
+    assert_eq!(
+        store
+            .settle(&[settlement(&claimed[0], Settle::Completed)])
+            .await
+            .unwrap(),
+        vec![false]
+    );
+    store.close().await;
+}
+
+async fn a_sweep_never_overwrites_an_event_that_completed(db: &TestDb) {
+    let store = db.store().await;
+    let mut chat = event("finished");
+    chat.redeliverable = false;
+    enqueue(&store, &[chat]).await;
+    let claimed = claim(&store, &claim_request(10, 30_000)).await;
+    assert_eq!(
+        store
+            .settle(&[settlement(&claimed[0], Settle::Completed)])
+            .await
+            .unwrap(),
+        vec![true]
+    );
+    // Even with the lease's old expiry in the past, a completed row is left alone.
+    sqlx::query("UPDATE outbox_events SET lease_expires_at = 0")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let report = store.sweep_expired(100, None).await.unwrap();
+    assert!(report.uncertain.is_empty() && report.failed.is_empty());
+    assert!(claim(&store, &claim_request(10, 30_000)).await.is_empty());
+    assert_eq!(status(&store, "finished").await, DeliveryStatus::Completed);
+    store.close().await;
+}
+
+async fn a_replayed_settlement_changes_nothing(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event("once")]).await;
+    let claimed = claim(&store, &claim_request(10, 30_000)).await;
+    let batch = vec![settlement(&claimed[0], Settle::Completed)];
+    assert_eq!(store.settle(&batch).await.unwrap(), vec![true]);
+    // The commit landed but the worker did not hear so and tries again: the store
+    // recognises the completion as its own and writes nothing twice.
+    assert_eq!(store.settle(&batch).await.unwrap(), vec![true]);
+    let mut failed = settlement(&claimed[0], Settle::Failed { exhausted: false });
+    failed.attempt += 1;
+    assert_eq!(
+        store.settle(&[failed]).await.unwrap(),
+        vec![false],
+        "a completed event stays completed"
+    );
+    assert_eq!(store.dead_letter_count("once").await.unwrap(), 0);
+    assert_eq!(store.attempts("once").await.unwrap().len(), 1);
+    assert_eq!(status(&store, "once").await, DeliveryStatus::Completed);
+    store.close().await;
+}
+
+async fn claims_take_only_registered_kinds_and_due_events(db: &TestDb) {
+    let store = db.store().await;
+    let mut other = event("other-kind");
+    other.kind = "unhandled".into();
+    let mut later = event("later");
+    later.delay_ms = 60_000;
+    enqueue(&store, &[other, later, event("now")]).await;
+    let claimed = claim(&store, &claim_request(10, 30_000)).await;
+    let ids: Vec<&str> = claimed.iter().map(|e| e.event_id.as_str()).collect();
+    assert_eq!(ids, vec!["now"]);
+    assert_eq!(claimed[0].payload, "{\"n\":1}");
+    store.close().await;
+}
+
+async fn a_claim_of_expired_and_pending_events_hands_each_out_once(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event("expired")]).await;
+    assert_eq!(claim(&store, &claim_request(10, 200)).await.len(), 1);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    enqueue(&store, &[event("fresh")]).await;
+    let claimed = claim(&store, &claim_request(10, 30_000)).await;
+    let mut ids: Vec<&str> = claimed.iter().map(|e| e.event_id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, vec!["expired", "fresh"], "each event exactly once");
+    let batch: Vec<Settlement> = claimed
+        .iter()
+        .map(|e| settlement(e, Settle::Completed))
+        .collect();
+    assert_eq!(settle_retrying(&store, &batch).await, vec![true, true]);
+    store.close().await;
+}
+
+fn event_with(id: &str, redeliverable: bool, max_attempts: u32) -> NewEvent {
+    NewEvent {
+        event_id: id.to_string(),
+        source: Source::Jobs,
+        kind: "test".into(),
+        parent_type: "run".into(),
+        parent_id: "gaps".into(),
+        payload: "{}".into(),
+        redeliverable,
+        max_attempts,
+        delay_ms: 0,
+        destination: None,
+    }
+}
+
+async fn a_token_correct_write_after_the_lease_expired_is_refused(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event_with("expired-own", true, 6)]).await;
+    let claimed = claim(&store, &claim_request(1, 300)).await;
+    assert_eq!(claimed.len(), 1);
+    // Nobody reclaims it: the token is still the row's own, only the time is up.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let token = &claimed[0].lease_token;
+    assert_eq!(
+        store
+            .renew(token, &["expired-own".into()], 60_000)
+            .await
+            .unwrap(),
+        0,
+        "an expired lease is not renewed, even by its holder"
+    );
+    for settle in [
+        Settle::Completed,
+        Settle::Retry { delay_ms: 0 },
+        Settle::Failed { exhausted: true },
+        Settle::Skipped,
+        Settle::Uncertain,
+    ] {
+        assert_eq!(
+            store
+                .settle(&[settlement(&claimed[0], settle.clone())])
+                .await
+                .unwrap(),
+            vec![false],
+            "{settle:?} with the right token after expiry"
+        );
+    }
+    let row = store.get_event("expired-own").await.unwrap().unwrap();
+    assert_eq!(row.status, DeliveryStatus::Processing);
+    assert!(store.attempts("expired-own").await.unwrap().is_empty());
+    assert_eq!(store.dead_letter_count("expired-own").await.unwrap(), 0);
+    // And the next claimer gets it, under a new token.
+    let again = claim(&store, &claim_request(1, 30_000)).await;
+    assert_eq!(again.len(), 1);
+    assert_ne!(&again[0].lease_token, token);
+    store.close().await;
+}
+
+async fn racing_sweepers_settle_each_expired_row_once(db: &TestDb) {
+    let store = Arc::new(db.store().await);
+    // Half must become uncertain (non-redeliverable), half failed (spent cycle).
+    let mut events = Vec::new();
+    for i in 0..12 {
+        events.push(event_with(&format!("chat-{i:02}"), false, 6));
+        events.push(event_with(&format!("last-{i:02}"), true, 1));
+    }
+    enqueue(&store, &events).await;
+    assert_eq!(claim(&store, &claim_request(100, 200)).await.len(), 24);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+
+    // Four maintenance loops (four nodes) find the same rows processing and expired.
+    let barrier = Arc::new(tokio::sync::Barrier::new(4));
+    let mut sweepers = Vec::new();
+    for _ in 0..4 {
+        let store = store.clone();
+        let barrier = barrier.clone();
+        sweepers.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let mut reported = Vec::new();
+            for _ in 0..20 {
+                match store.sweep_expired(100, None).await {
+                    Ok(report) => {
+                        reported.extend(report.uncertain.into_iter().map(|(id, _)| id));
+                        reported.extend(report.failed.into_iter().map(|(id, _)| id));
+                    }
+                    // A lost commit race (MySQL 1213) is retried, as maintenance does.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                }
+            }
+            reported
+        }));
+    }
+    let mut seen: std::collections::HashMap<String, usize> = Default::default();
+    for sweeper in sweepers {
+        for id in sweeper.await.unwrap() {
+            *seen.entry(id).or_default() += 1;
+        }
+    }
+    assert_eq!(seen.len(), 24, "every expired row was swept: {seen:?}");
+    assert!(
+        seen.values().all(|n| *n == 1),
+        "a row was swept (and alerted) by more than one sweeper: {seen:?}"
+    );
+    for i in 0..12 {
+        let chat = store
+            .get_event(&format!("chat-{i:02}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(chat.status, DeliveryStatus::Uncertain);
+        let last = format!("last-{i:02}");
+        let failed = store.get_event(&last).await.unwrap().unwrap();
+        assert_eq!(failed.status, DeliveryStatus::Failed);
+        assert_eq!(store.dead_letter_count(&last).await.unwrap(), 1);
+    }
+    store.close().await;
+}
+
+async fn a_lease_expiring_on_the_last_attempt_ends_failed_with_a_dead_letter(db: &TestDb) {
+    let store = db.store().await;
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        config.path(),
+        "dead_letter_route = \"ops\"\n[[routes]]\nname = \"ops\"\nchannel = \"webhook\"\n\
+         url = \"https://ops.example/dead\"\n",
+    )
+    .unwrap();
+    let settings = Settings::resolve(&SettingsArgs {
+        database_url: Some(db.url.clone()),
+        config: Some(config.path().to_path_buf()),
+        ..Default::default()
+    })
+    .unwrap();
+    let planner = Arc::new(herald::runtime::jobs_planner(&settings));
+    let notifier = planner.dead_letter_notifier();
+    enqueue(&store, &[event_with("last-try", true, 2)]).await;
+    // First attempt: a retry, due at once.
+    let first = claim(&store, &claim_request(1, 30_000)).await;
+    assert_eq!(
+        store
+            .settle(&[settlement(&first[0], Settle::Retry { delay_ms: 0 })])
+            .await
+            .unwrap(),
+        vec![true]
+    );
+    // Second (last) attempt: the worker dies holding it.
+    let last = claim(&store, &claim_request(1, 200)).await;
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0].cycle_attempts, 2);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert!(
+        claim(&store, &claim_request(1, 30_000)).await.is_empty(),
+        "a spent cycle is not redelivered"
+    );
+    let report = store.sweep_expired(100, notifier.as_ref()).await.unwrap();
+    assert_eq!(report.failed, vec![("last-try".into(), "test".into())]);
+    assert!(report.uncertain.is_empty());
+    let failed = store.get_event("last-try").await.unwrap().unwrap();
+    assert_eq!(failed.status, DeliveryStatus::Failed);
+    assert!(failed.failed_at.is_some() && failed.alerted_at.is_some());
+    assert_eq!(
+        failed.dead_letter_id.as_deref(),
+        Some("dead_letter_last-try")
+    );
+    assert!(failed
+        .last_error
+        .as_deref()
+        .unwrap_or_default()
+        .contains("lease expired"));
+    assert_eq!(store.dead_letter_count("last-try").await.unwrap(), 1);
+    let notice = store
+        .get_event("dead_letter_last-try_1")
+        .await
+        .unwrap()
+        .expect("the dead-letter notice was enqueued with the failure");
+    assert_eq!(notice.status, DeliveryStatus::Pending);
+    assert_eq!(notice.kind, "dead_letter");
+    // A second sweep finds nothing more to do.
+    let again = store.sweep_expired(100, notifier.as_ref()).await.unwrap();
+    assert!(again.failed.is_empty() && again.uncertain.is_empty());
+    store.close().await;
+}
+
+async fn a_claim_with_only_a_default_lease_uses_it(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event_with("default-lease", true, 6)]).await;
+    let mut request = claim_request(1, 60_000);
+    request.lease_ms_by_kind.clear();
+    let claimed = store
+        .claim(&request)
+        .await
+        .expect("a claim without per-kind leases");
+    assert_eq!(claimed.len(), 1);
+    let row = store.get_event("default-lease").await.unwrap().unwrap();
+    let lease = row.lease_expires_at.unwrap() - row.updated_at;
+    assert_eq!(lease, 60_000, "the default lease applies");
+    store.close().await;
+}

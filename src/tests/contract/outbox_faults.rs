@@ -1,0 +1,101 @@
+//! Claims under database faults, on SQLite, PostgreSQL and MariaDB: a fault is
+//! injected with a real trigger, so the statement really fails inside the engine.
+
+use std::time::Duration;
+
+use herald::outbox::model::{NewEvent, Source};
+use herald::store::ports::Transactions;
+use herald::store::ports::{ClaimRequest, OutboxStore};
+use herald::store::SqlStore;
+use testkit::faults::StatusFault;
+use testkit::TestDb;
+use vocab::DeliveryStatus;
+
+testkit::contract_tests!(
+    a_failed_due_claim_still_hands_out_the_reclaimed_events,
+    a_failed_claim_statement_leaves_every_event_pending,
+);
+
+fn event(id: &str) -> NewEvent {
+    NewEvent {
+        event_id: id.to_string(),
+        source: Source::Jobs,
+        kind: "test".into(),
+        parent_type: "run".into(),
+        parent_id: "run-faults".into(),
+        payload: "{}".into(),
+        redeliverable: true,
+        max_attempts: 6,
+        delay_ms: 0,
+        destination: None,
+    }
+}
+
+fn claim_request(lease_ms: i64) -> ClaimRequest {
+    ClaimRequest {
+        lease_token: uuid::Uuid::new_v4().simple().to_string(),
+        holder: "fault-test".into(),
+        limit: 10,
+        kinds: vec!["test".into()],
+        lease_ms_by_kind: vec![("test".into(), lease_ms)],
+        default_lease_ms: lease_ms,
+    }
+}
+
+/// Makes every `pending → processing` update fail inside the database.
+async fn fail_claims_of_pending_events(store: &SqlStore) {
+    StatusFault {
+        name: "refuse_pending_claims",
+        from: Some("pending"),
+        to: "processing",
+        event_id: None,
+    }
+    .install(store)
+    .await;
+}
+
+async fn status(store: &SqlStore, id: &str) -> DeliveryStatus {
+    store.get_event(id).await.unwrap().expect("event").status
+}
+
+async fn a_failed_due_claim_still_hands_out_the_reclaimed_events(db: &TestDb) {
+    let store = db.store().await;
+    let mut tx = store.begin_write().await.unwrap();
+    store.enqueue_in(&mut tx, &event("expired")).await.unwrap();
+    tx.commit().await.unwrap();
+    // A worker claims it and dies: its lease expires.
+    assert_eq!(store.claim(&claim_request(200)).await.unwrap().len(), 1);
+    let mut tx = store.begin_write().await.unwrap();
+    store.enqueue_in(&mut tx, &event("due")).await.unwrap();
+    tx.commit().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(350)).await;
+
+    // The reclaim commits; then claiming the due event fails in the database.
+    fail_claims_of_pending_events(&store).await;
+    let claimed = store
+        .claim(&claim_request(30_000))
+        .await
+        .expect("the reclaimed event is handed out despite the second failure");
+    let ids: Vec<&str> = claimed.iter().map(|e| e.event_id.as_str()).collect();
+    assert_eq!(ids, ["expired"]);
+    assert_eq!(claimed[0].attempts, 2);
+    assert_eq!(status(&store, "due").await, DeliveryStatus::Pending);
+    store.close().await;
+}
+
+async fn a_failed_claim_statement_leaves_every_event_pending(db: &TestDb) {
+    let store = db.store().await;
+    let mut tx = store.begin_write().await.unwrap();
+    for id in ["a", "b", "c"] {
+        store.enqueue_in(&mut tx, &event(id)).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    fail_claims_of_pending_events(&store).await;
+    assert!(store.claim(&claim_request(30_000)).await.is_err());
+    for id in ["a", "b", "c"] {
+        let e = store.get_event(id).await.unwrap().unwrap();
+        assert_eq!(e.status, DeliveryStatus::Pending, "{id}");
+        assert_eq!(e.attempts, 0, "{id}: no attempt spent");
+    }
+    store.close().await;
+}

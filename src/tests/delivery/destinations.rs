@@ -1,0 +1,295 @@
+//! Per-destination health through a real server and a real receiver on loopback:
+//! the circuit breaker opens after N consecutive retryable failures, the events it
+//! holds back keep their attempt counts, `/metrics` shows it by route name, one
+//! half-open probe closes it; operators close it by hand (audited), readers cannot.
+
+use std::time::Duration;
+
+use herald::store::ports::{DeliveryReads, DestinationStore, OutboxStore};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use testkit::{finish_routed_run, json_of, metrics_with, wait_for, wall_ms, Receiver, TestServer};
+use vocab::{DeliveryStatus, Role};
+
+/// Whether every one of `events` is in `status`.
+async fn all_in(
+    store: &herald::store::SqlStore,
+    events: &[String],
+    status: DeliveryStatus,
+) -> bool {
+    for id in events {
+        if store.get_event(id).await.unwrap().unwrap().status != status {
+            return false;
+        }
+    }
+    true
+}
+
+/// How long the breaker stays open before its probe.
+const BREAKER_OPEN_MS: u64 = 10_000;
+
+fn routes_file(receiver: &Receiver) -> tempfile::NamedTempFile {
+    let text = format!(
+        r#"
+[[routes]]
+name = "hooks"
+channel = "webhook"
+url = "{url}"
+max_in_flight = 2
+"#,
+        url = receiver.url_for("hooks")
+    );
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), text).unwrap();
+    file
+}
+
+async fn runs_to_hooks(server: &TestServer, token: &str, count: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..count {
+        let id = finish_routed_run(server, token, "hooks", json!({"i": i})).await;
+        ids.push(format!("deliver_{id}_hooks"));
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_breaker_opens_after_n_failures_holds_events_without_spending_attempts_and_a_probe_closes_it(
+) {
+    let receiver = Receiver::start().await;
+    receiver.set_status(503);
+    let file = routes_file(&receiver);
+    let path = file.path().to_path_buf();
+    let server = TestServer::start_with(move |args| {
+        args.config = Some(path);
+        args.destination_allowlist = Some("127.0.0.0/8".into());
+        args.initial_backoff_ms = Some(100);
+        args.max_backoff_ms = Some(200);
+        args.worker_poll_interval_ms = Some(50);
+        args.maintenance_interval_ms = Some(200);
+        args.breaker_failures = Some(3);
+        // Long enough that the checks below run inside the window on any machine
+        // (asserted), short enough that the probe comes within the test's wait.
+        args.breaker_open_ms = Some(BREAKER_OPEN_MS);
+    })
+    .await;
+    let base = format!("http://{}", server.addr);
+    let operator = server.token(Role::Operator).await;
+    let events = runs_to_hooks(&server, &operator, 10).await;
+    let store = server.db.store().await;
+
+    wait_for("the breaker to open", Duration::from_secs(20), async || {
+        store
+            .breakers()
+            .await
+            .unwrap()
+            .iter()
+            .any(|b| b.route == "hooks" && b.state == "open")
+    })
+    .await;
+    let breaker = store.breakers().await.unwrap().remove(0);
+    assert_eq!(breaker.failures, 3);
+    assert!(
+        breaker.destination.starts_with("http://127.0.0.1:"),
+        "{breaker:?}"
+    );
+    let metrics = metrics_with(
+        &base,
+        "herald_destination_breaker_open{route=\"hooks\"} 1",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(
+        metrics.contains("herald_destination_breaker_open{route=\"hooks\"} 1"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("127.0.0.1"), "no URL in metric labels");
+
+    // While it is open no event spent an attempt it did not make. Attempts admitted
+    // before the opening may still be finishing: wait until none is in flight.
+    wait_for(
+        "the attempts in flight to settle",
+        Duration::from_secs(10),
+        async || all_in(&store, &events, DeliveryStatus::Pending).await,
+    )
+    .await;
+    let mut attempts = 0;
+    let mut untouched = 0;
+    let observed_at = wall_ms();
+    for id in &events {
+        let event = store.get_event(id).await.unwrap().unwrap();
+        assert_eq!(event.status, DeliveryStatus::Pending, "{id}");
+        // Pushed to the probe time by the opening (or, committed while it was
+        // already open, left out of every claim until then).
+        assert!(
+            event.next_attempt_at >= breaker.probe_at.unwrap()
+                || (event.created_at >= breaker.opened_at.unwrap() && event.attempts == 0),
+            "waits for the probe: {event:?} {breaker:?}"
+        );
+        attempts += event.attempts;
+        if event.attempts == 0 {
+            untouched += 1;
+        }
+    }
+    assert_eq!(
+        attempts as usize,
+        receiver.requests().len(),
+        "every attempt counted was a request made"
+    );
+    assert!(
+        untouched >= 5,
+        "with a cap of 2 most events were never attempted: {untouched}"
+    );
+    assert!(
+        wall_ms() < breaker.probe_at.unwrap(),
+        "the checks above ran inside the open window (started {} ms after it opened)",
+        observed_at - breaker.opened_at.unwrap()
+    );
+
+    // The receiver heals; the half-open probe closes the breaker and everything goes.
+    receiver.set_status(200);
+    wait_for(
+        "every event delivered",
+        Duration::from_secs(30) + Duration::from_millis(BREAKER_OPEN_MS),
+        async || all_in(&store, &events, DeliveryStatus::Completed).await,
+    )
+    .await;
+    // No attempt at all started after the opening until the probe was due (one let
+    // through just before it may share its millisecond).
+    let (opened_at, probe_at) = (breaker.opened_at.unwrap(), breaker.probe_at.unwrap());
+    let mut started_while_open = Vec::new();
+    for id in &events {
+        for attempt in store.attempts(id).await.unwrap() {
+            if (opened_at + 1..probe_at).contains(&attempt.started_at) {
+                started_while_open.push((id.clone(), attempt.started_at));
+            }
+        }
+    }
+    assert!(
+        started_while_open.is_empty(),
+        "attempts started while open (window {opened_at}..{probe_at}): {started_while_open:?}"
+    );
+    let breaker = store.breakers().await.unwrap().remove(0);
+    assert_eq!(breaker.state, "closed");
+    for id in &events {
+        let event = store.get_event(id).await.unwrap().unwrap();
+        assert!(event.attempts <= 3, "{id}: {}", event.attempts);
+    }
+    let metrics = metrics_with(
+        &base,
+        "herald_destination_breaker_open{route=\"hooks\"} 0",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(
+        metrics.contains("herald_destination_breaker_open{route=\"hooks\"} 0"),
+        "{metrics}"
+    );
+    store.close().await;
+    server.stop().await;
+    receiver.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn operators_close_a_breaker_by_hand_audited_and_readers_cannot() {
+    let server = TestServer::start_with(|args| {
+        args.maintenance_interval_ms = Some(200);
+    })
+    .await;
+    let base = format!("http://{}", server.addr);
+    let store = server.db.store().await;
+    let destination = "https://hooks.example.com";
+    store
+        .open_breaker(destination, "partner", 5, 600_000)
+        .await
+        .unwrap();
+    let reader = server.token(Role::Reader).await;
+    let operator = server.token(Role::Operator).await;
+    let client = reqwest::Client::new();
+
+    let listed: Value = json_of(
+        client
+            .get(server.url("/admin/api/destination-breakers"))
+            .bearer_auth(&reader),
+    )
+    .await;
+    assert_eq!(listed[0]["route"], "partner", "{listed}");
+    assert_eq!(listed[0]["state"], "open", "{listed}");
+    let metrics = metrics_with(
+        &base,
+        "herald_destination_breaker_open{route=\"partner\"} 1",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(
+        metrics.contains("herald_destination_breaker_open{route=\"partner\"} 1"),
+        "{metrics}"
+    );
+
+    let close = server.url("/admin/api/destination-breakers/close");
+    let refused = client
+        .post(&close)
+        .bearer_auth(&reader)
+        .json(&json!({"destination": destination}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    assert_eq!(store.breakers().await.unwrap()[0].state, "open");
+    let unknown = client
+        .post(&close)
+        .bearer_auth(&operator)
+        .json(&json!({"destination": "https://nobody.example.com"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    let bad = client
+        .post(&close)
+        .bearer_auth(&operator)
+        .json(&json!({"origin": destination}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+
+    let closed = client
+        .post(&close)
+        .bearer_auth(&operator)
+        .json(&json!({"destination": destination}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), StatusCode::OK);
+    let closed: Value = closed.json().await.unwrap();
+    assert_eq!(closed["from_state"], "open");
+    assert_eq!(store.breakers().await.unwrap()[0].state, "closed");
+    let again = client
+        .post(&close)
+        .bearer_auth(&operator)
+        .json(&json!({"destination": destination}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::CONFLICT);
+
+    let audit = store.audit(None, 10).await.unwrap();
+    let entry = audit
+        .iter()
+        .find(|a| a.action == "close_breaker")
+        .expect("the close is audited");
+    assert!(entry.event_id.contains("partner"), "{entry:?}");
+    assert_eq!(entry.from_status, "open");
+    let metrics = metrics_with(
+        &base,
+        "herald_destination_breaker_open{route=\"partner\"} 0",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(
+        metrics.contains("herald_destination_breaker_open{route=\"partner\"} 0"),
+        "{metrics}"
+    );
+    store.close().await;
+    server.stop().await;
+}

@@ -1,0 +1,138 @@
+//! Crash and drain, with real processes: `herald serve` is SIGKILLed mid-batch and
+//! restarted, or SIGTERMed with work in flight, against a real receiver on loopback.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use herald::outbox::model::NewEvent;
+use herald::store::Engine;
+use testkit::{
+    all_completed, callback, enqueue, statuses, wait_for, worker_flags, HeraldProcess, Receiver,
+    TestDb,
+};
+use vocab::DeliveryStatus;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_mid_batch_loses_nothing_and_redelivers_with_the_same_id() {
+    let db = TestDb::new(Engine::Sqlite).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    receiver.set_hold(Duration::from_millis(300));
+    let events: Vec<NewEvent> = (0..40)
+        .map(|i| callback(&format!("kill-{i:02}"), &receiver.url()))
+        .collect();
+    enqueue(&store, &events).await;
+
+    let herald = HeraldProcess::spawn(&db.url, &worker_flags("2"));
+    wait_for(
+        "deliveries under way",
+        Duration::from_secs(30),
+        async || receiver.arrivals().len() >= 12,
+    )
+    .await;
+    // The kill lands with sends in flight: they are held, unanswered, at the gate.
+    receiver.pause();
+    wait_for(
+        "a send held in flight",
+        Duration::from_secs(30),
+        async || !receiver.held_at_gate().is_empty(),
+    )
+    .await;
+    herald.kill();
+    receiver.resume();
+    let at_kill = statuses(&store, "crash-test").await;
+    let arrived: HashSet<String> = receiver.arrivals().into_iter().collect();
+    let completed_at_kill: HashSet<String> = at_kill
+        .iter()
+        .filter(|(_, s)| **s == DeliveryStatus::Completed)
+        .map(|(id, _)| id.clone())
+        .collect();
+    let in_flight: HashSet<String> = arrived.difference(&completed_at_kill).cloned().collect();
+    assert!(
+        !in_flight.is_empty(),
+        "the kill landed with deliveries in flight"
+    );
+    assert!(
+        at_kill.values().any(|s| *s == DeliveryStatus::Pending),
+        "the kill landed mid-backlog"
+    );
+
+    let herald = HeraldProcess::spawn(&db.url, &worker_flags("2"));
+    wait_for(
+        "every event completed",
+        Duration::from_secs(60),
+        async || all_completed(&store, "crash-test").await,
+    )
+    .await;
+    drop(herald);
+
+    let seen = receiver.arrivals_per_event();
+    for event in &events {
+        assert!(
+            seen.contains_key(&event.event_id),
+            "{} was never delivered",
+            event.event_id
+        );
+    }
+    for id in &in_flight {
+        assert!(
+            seen[id] >= 2,
+            "{id} was in flight at the kill and must be redelivered under the same id"
+        );
+    }
+    for (id, count) in &seen {
+        if *count > 1 {
+            assert!(
+                in_flight.contains(id),
+                "{id} was delivered {count} times without having been in flight at the kill"
+            );
+        }
+    }
+    assert_eq!(seen.len(), 40);
+    receiver.stop();
+    store.close().await;
+    db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_drains_work_in_flight_then_exits_zero() {
+    let db = TestDb::new(Engine::Sqlite).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    // All five stay in flight, unanswered, until the test lets them go.
+    receiver.pause();
+    let events: Vec<NewEvent> = (0..5)
+        .map(|i| callback(&format!("drain-{i}"), &receiver.url()))
+        .collect();
+    enqueue(&store, &events).await;
+
+    let mut flags = worker_flags("30");
+    flags.extend(["--drain-deadline-secs", "20"]);
+    let mut herald = HeraldProcess::spawn(&db.url, &flags);
+    wait_for("all five in flight", Duration::from_secs(30), async || {
+        receiver.held_at_gate().len() >= 5
+    })
+    .await;
+    herald.sigterm();
+    // Asked to stop with work in flight, it waits for that work.
+    assert!(
+        herald.exited_within(Duration::from_secs(1)).is_none(),
+        "it exited with five deliveries in flight"
+    );
+    receiver.resume();
+    let status = herald
+        .exited_within(Duration::from_secs(25))
+        .expect("herald exits after draining");
+    assert!(status.success(), "exit status {status:?}");
+
+    let after = statuses(&store, "crash-test").await;
+    assert!(
+        after.values().all(|s| *s == DeliveryStatus::Completed),
+        "{after:?}"
+    );
+    assert_eq!(receiver.arrivals().len(), 5, "nothing was sent twice");
+    assert_eq!(receiver.answered().len(), 5);
+    receiver.stop();
+    store.close().await;
+    db.drop_db().await;
+}
