@@ -1,6 +1,8 @@
 //! Herald's operator console: a Leptos app rendered on the server and hydrated in
-//! the browser. The server implements [`port::ConsolePort`]; server functions in
-//! [`api`] reach it through context, so this crate never touches the database.
+//! the browser. The server implements [`port::ConsolePort`] and
+//! [`port::ApprovalsPort`]; server functions in [`api`] (the Approvals page's in
+//! [`api::approvals`]) reach them through context, so this crate never touches the
+//! database.
 
 #![recursion_limit = "256"]
 

@@ -41,14 +41,16 @@ impl Outbox {
         }
     }
 
-    /// Runs [`Outbox::write`] units through `group` (same store as this outbox).
+    /// Runs [`Outbox::write`] units, and those of [`Outbox::units`], through `group`
+    /// (same store as this outbox).
     pub fn with_group_commit(mut self, group: GroupCommitter) -> Self {
         self.units = self.units.with_group_commit(group);
         self
     }
 
     /// Runs `work` as a write unit ([`WriteUnits::run`]) and, once it has
-    /// committed, wakes the workers for the events it enqueued.
+    /// committed, wakes this process's workers and (coalesced) other nodes' for the
+    /// events it enqueued.
     pub async fn write<T, E, F>(&self, work: F) -> Result<T, E>
     where
         T: Send + 'static,

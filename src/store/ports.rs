@@ -204,7 +204,8 @@ pub struct TableTidied {
 /// Write transactions, which every producer's unit runs in.
 #[async_trait]
 pub trait Transactions: Send + Sync {
-    /// Opens a write transaction for a producer's state change and its events.
+    /// Opens a write transaction (`BEGIN IMMEDIATE` on SQLite) for one unit of
+    /// writes: a state change and the events it owes, a record write, a submit.
     async fn begin_write(&self) -> Result<WriteTx, StoreError>;
 }
 

@@ -1,6 +1,6 @@
 //! Several `herald serve` nodes and the load they share, for the multi-node tests
-//! (`process/multi_node.rs`) and the nodes benchmark (`benches/nodes.rs`): the 3-node Galera cluster of `scripts/galera-cluster`, real Herald
-//! processes on loopback ports they pick and report, and an API client that moves
+//! (`process/multi_node.rs`) and the nodes benchmark (`benches/nodes.rs`): the
+//! 3-node Galera cluster of `scripts/galera-cluster`, real Herald processes on loopback ports they pick and report, and an API client that moves
 //! on to the next node when one is down, as a load balancer would.
 
 use std::path::{Path, PathBuf};
@@ -46,7 +46,7 @@ impl Galera {
     /// run it skips the caller (None); under `CI=true` that is a failure.
     pub fn ensure() -> Option<Galera> {
         let galera = Galera {
-            script: Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/galera-cluster"),
+            script: Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/galera-cluster"),
         };
         let mut started = galera.run(&["start"]);
         if started.is_err() {

@@ -39,7 +39,13 @@ pub fn herald_bin() -> PathBuf {
         .parent()
         .and_then(|deps| deps.parent())
         .expect("a test binary under target/<profile>/deps");
-    profile_dir.join(format!("herald{}", std::env::consts::EXE_SUFFIX))
+    let bin = profile_dir.join(format!("herald{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.exists(),
+        "no herald binary at {} (cargo builds it for integration tests and benches)",
+        bin.display()
+    );
+    bin
 }
 
 /// `target/tmp` (cargo's `CARGO_TARGET_TMPDIR`): files a failing test leaves for

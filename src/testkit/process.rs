@@ -1,4 +1,5 @@
-//! Real `herald serve` processes: spawned, signalled, SIGKILLed.
+//! Real `herald serve` processes (spawned, signalled, SIGKILLed), the callback
+//! event their scenes enqueue and the worker flags they run with.
 
 use std::time::{Duration, Instant};
 

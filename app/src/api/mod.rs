@@ -1,7 +1,7 @@
 //! Server functions: the console's calls into the server. Each runs on the server,
 //! finds the request's [`Viewer`] (set by the server's authentication layer) and
-//! calls the [`ConsolePort`](crate::port::ConsolePort), whose service layer checks
-//! permissions. A refusal comes back as a [`Failure`] with its HTTP status, which
+//! calls the [`ConsolePort`](crate::port::ConsolePort) (the Approvals page's, in
+//! [`approvals`], the `ApprovalsPort`), whose service layer checks permissions. A refusal comes back as a [`Failure`] with its HTTP status, which
 //! the server function's response also carries.
 
 pub mod approvals;

@@ -1,5 +1,6 @@
-//! The store contract by port: every engine must pass every test here (each
-//! function runs once per engine through `testkit::contract_tests!`).
+//! The store contract by port, one file a port: every engine must pass it. Most
+//! functions run once per engine through `testkit::contract_tests!`; a few need
+//! one engine's feature (a deferred constraint, a trigger) and say so.
 
 mod accounts;
 mod approvals;

@@ -1,6 +1,8 @@
 //! The outbox port (DESIGN §3), on SQLite, PostgreSQL and MariaDB: enqueue inside
-//! the producer's transaction, claims under leases, the fence (stale tokens and
-//! expired leases), racing sweepers, backoff, dead letters and manual retry.
+//! the producer's transaction (idempotent, a lost acknowledgement leaving one
+//! event), claims under leases (a default lease, only registered kinds, each event
+//! once), the fence (stale tokens, expired leases, replayed settlements), racing
+//! sweepers, backoff, dead letters and manual retry.
 
 use std::collections::HashMap;
 use std::sync::Arc;

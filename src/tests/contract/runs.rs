@@ -1,8 +1,9 @@
 //! The runs port and the run services on it, on SQLite, PostgreSQL and MariaDB:
 //! keyset paging and filters, the Runs page's capped status counts (a million runs
 //! cost no more than the cap), racing terminal transitions, an enqueue failure
-//! rolling the transition back, and batched creations and transitions answering
-//! each caller as if alone.
+//! rolling the transition back, batched creations and transitions answering each
+//! caller as if alone, and (on PostgreSQL, with a real trigger) a conflict on one
+//! run failing only its own item of the batch.
 
 use herald::config::{Settings, SettingsArgs};
 use herald::service::runs::{RunService, TransitionRequest};

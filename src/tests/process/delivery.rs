@@ -1,7 +1,6 @@
 //! Delivery as a real `herald serve` process does it, against real HTTP servers on
-//! loopback: the
-//! heartbeat keeping a slow handler's lease, SIGTERM with work not yet claimed, the
-//! exhaustion signals (`OPERATOR_ALERT`, counters, gauges, `available 0` when the
+//! loopback: the heartbeat keeping a slow handler's lease, SIGTERM with work not
+//! yet claimed, the exhaustion signals (`OPERATOR_ALERT`, counters, gauges, `available 0` when the
 //! store is down), `Retry-After` in seconds and as an HTTP date as stored, a 3xx
 //! being permanent and never followed, and connection refused being retried.
 
