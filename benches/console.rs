@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use herald::store::{Engine, SqlStore, StoreOptions};
 use sqlx::Executor;
 
-use testkit::bench::{admin_token, fresh_db, percentile, serve, BenchDb};
+use testkit::bench::{admin_token, fresh_db, percentile, serve};
+use testkit::TestDb;
 
 /// One run in this many has a `failed` delivery, one in `UNCERTAIN_EVERY` an
 /// `uncertain` one, one in `PENDING_EVERY` a `pending` one: "needs attention" is rare.
@@ -112,7 +113,7 @@ fn seed_sql(engine: Engine, runs: i64) -> Vec<String> {
     statements
 }
 
-async fn seed(db: &BenchDb, engine: Engine, runs: i64) {
+async fn seed(db: &TestDb, engine: Engine, runs: i64) {
     let store = SqlStore::open(&StoreOptions {
         url: db.url.clone(),
         max_connections: 2,

@@ -5,7 +5,6 @@
 //! PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
 //! Figures go to stdout as Markdown table rows for docs/BENCHMARKS.md.
 
-use herald::store::ports::Transactions;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,6 +17,7 @@ use herald::outbox::policy::RetryPolicy;
 use herald::outbox::worker::{Worker, WorkerConfig};
 use herald::outbox::Outbox;
 use herald::store::ports::OutboxStore;
+use herald::store::ports::Transactions;
 use herald::store::{Engine, SqlStore, StoreOptions};
 use sqlx::{AnyConnection, Connection, Executor};
 use tokio::sync::Notify;
@@ -510,17 +510,6 @@ async fn probe(engine: Engine, n: usize) {
     bench.finish().await;
 }
 
-fn peak_rss_mb() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(0.0)
-}
-
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -574,7 +563,7 @@ fn main() {
         }
         if let Some(n) = arg("rss", 1_000_000) {
             drain(Engine::Sqlite, n as usize).await;
-            println!("| sqlite | peak RSS of this process (writing then draining {n} events) | {:.0} MB |", peak_rss_mb());
+            println!("| sqlite | peak RSS of this process (writing then draining {n} events) | {:.0} MB |", testkit::bench::peak_rss_mb("self"));
         }
     });
 }

@@ -9,7 +9,7 @@ use sqlx::any::AnyRow;
 use super::error::StoreError;
 use super::events::EventRecord;
 use super::outbox::{event_from_row, EVENT_COLUMNS, FENCE};
-use super::ports::{ApprovalEvents, ApprovalRepository, StatusCount, WriteTx};
+use super::ports::{ApprovalEvents, ApprovalRepository, StatusCount, Transactions, WriteTx};
 use super::row::{int, opt_text, text};
 use super::sql::SqlStore;
 use vocab::approvals::{
@@ -68,7 +68,7 @@ impl SqlStore {
         created_by: &str,
     ) -> Result<Definition, StoreError> {
         let body = serde_json::json!({ "steps": spec.steps, "actions": spec.actions }).to_string();
-        let mut tx = self.pool.begin_with(self.engine.begin_write()).await?;
+        let mut tx = self.begin_write().await?;
         let sql = format!(
             "SELECT id, version, object, body, created_by, created_at FROM approval_definitions \
              WHERE id = ? ORDER BY version DESC LIMIT 1{}",

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 
 use super::error::StoreError;
-use super::ports::{BreakerRecord, DestinationStore};
+use super::ports::{BreakerRecord, DestinationStore, Transactions};
 use super::row::{int, opt_int, text};
 use super::sql::SqlStore;
 
@@ -41,7 +41,7 @@ impl DestinationStore for SqlStore {
         open_ms: i64,
     ) -> Result<BreakerRecord, StoreError> {
         let now = self.engine.now_ms();
-        let mut tx = self.pool.begin_with(self.engine.begin_write()).await?;
+        let mut tx = self.begin_write().await?;
         let sql = format!(
             "INSERT INTO destination_breakers ({COLUMNS}) VALUES (?, ?, 'open', ?, ?, {now}, {now} + ?, {now}) {}",
             self.engine.upsert_tail(
@@ -95,7 +95,7 @@ impl DestinationStore for SqlStore {
 
     async fn close_breaker(&self, destination: &str) -> Result<Option<(String, u64)>, StoreError> {
         let now = self.engine.now_ms();
-        let mut tx = self.pool.begin_with(self.engine.begin_write()).await?;
+        let mut tx = self.begin_write().await?;
         let sql = format!(
             "SELECT state FROM destination_breakers WHERE destination = ?{}",
             self.engine.lock_rows()

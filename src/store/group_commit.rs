@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use super::error::StoreError;
-use super::ports::WriteTx;
+use super::ports::{Transactions, WriteTx};
 use super::sql::SqlStore;
 
 /// The future a unit's work returns; it borrows the group's transaction.
@@ -168,7 +168,7 @@ async fn commit_group(store: SqlStore, group: Vec<Unit>) {
 }
 
 async fn run_units(store: &SqlStore, works: Vec<Work>) -> Result<(), StoreError> {
-    let mut tx = store.pool.begin_with(store.engine.begin_write()).await?;
+    let mut tx = store.begin_write().await?;
     // Savepoints nest and are never released: COMMIT ends them all, and a
     // statement saved is a round trip to the database's thread saved, which is
     // what a unit costs. A failed unit rolls back to its own (the innermost)

@@ -6,7 +6,7 @@ use vocab::RunStatus;
 
 use super::engine::{padded, padded_len, placeholders};
 use super::error::StoreError;
-use super::ports::{NewRun, Run, RunFilter, RunRepository, WriteTx};
+use super::ports::{NewRun, Run, RunFilter, RunRepository, Transactions, WriteTx};
 use super::row::{int, opt_text, text};
 use super::sql::SqlStore;
 
@@ -142,7 +142,7 @@ impl SqlStore {
 #[async_trait]
 impl RunRepository for SqlStore {
     async fn create_run(&self, run: NewRun) -> Result<Run, StoreError> {
-        let mut tx = self.pool.begin_with(self.engine.begin_write()).await?;
+        let mut tx = self.begin_write().await?;
         let run = self.create_run_in(&mut tx, run).await?;
         tx.commit().await?;
         Ok(run)

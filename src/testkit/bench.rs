@@ -6,58 +6,25 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use herald::store::Engine;
-use sqlx::{AnyConnection, Connection, Executor};
 
-/// A fresh database for one engine; dropped again by [`BenchDb::drop_db`].
-pub struct BenchDb {
-    pub url: String,
-    cleanup: Option<(String, String)>,
-    _dir: Option<tempfile::TempDir>,
-}
+use crate::db::TestDb;
 
+/// A fresh database for a bench (dropped again by [`TestDb::drop_db`]);
 /// PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
-pub async fn fresh_db(engine: Engine, label: &str) -> BenchDb {
-    match engine {
-        Engine::Sqlite => {
-            let dir = tempfile::tempdir().expect("temp dir");
-            BenchDb {
-                url: format!("sqlite://{}/herald.db", dir.path().display()),
-                cleanup: None,
-                _dir: Some(dir),
-            }
-        }
-        Engine::Postgres => {
-            let admin = std::env::var("HERALD_BENCH_POSTGRES_URL")
-                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-            let name = format!(
-                "herald_bench_{label}_{}",
-                uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
-            );
-            let mut conn = AnyConnection::connect(&admin).await.expect("postgres");
-            conn.execute(format!("CREATE DATABASE {name}").as_str())
-                .await
-                .expect("create database");
-            let mut url = url::Url::parse(&admin).unwrap();
-            url.set_path(&format!("/{name}"));
-            BenchDb {
-                url: url.to_string(),
-                cleanup: Some((admin, name)),
-                _dir: None,
-            }
-        }
-        Engine::MySql => unimplemented!("the benches cover SQLite and PostgreSQL"),
-    }
-}
-
-impl BenchDb {
-    pub async fn drop_db(self) {
-        if let Some((admin, name)) = self.cleanup {
-            let mut conn = AnyConnection::connect(&admin).await.expect("postgres");
-            let _ = conn
-                .execute(format!("DROP DATABASE {name} WITH (FORCE)").as_str())
-                .await;
-        }
-    }
+pub async fn fresh_db(engine: Engine, label: &str) -> TestDb {
+    assert!(
+        engine != Engine::MySql,
+        "the benches cover SQLite and PostgreSQL"
+    );
+    let name = format!(
+        "herald_bench_{label}_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    );
+    TestDb::create(engine, name, || {
+        std::env::var("HERALD_BENCH_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+    })
+    .await
 }
 
 /// The `herald` binary of this build (release under `cargo bench`).

@@ -25,8 +25,14 @@ fn admin_url(engine: Engine) -> String {
 
 impl TestDb {
     pub async fn new(engine: Engine) -> TestDb {
-        sqlx::any::install_default_drivers();
         let name = format!("herald_t_{}", uuid::Uuid::new_v4().simple());
+        Self::create(engine, name, || admin_url(engine)).await
+    }
+
+    /// A fresh database `name` on `engine`: a SQLite file in a temporary folder, or
+    /// a database created on the server `admin` names (asked only when needed).
+    pub async fn create(engine: Engine, name: String, admin: impl FnOnce() -> String) -> TestDb {
+        sqlx::any::install_default_drivers();
         if engine == Engine::Sqlite {
             let dir = tempfile::tempdir().expect("temp dir");
             let url = format!("sqlite://{}/herald.db", dir.path().display());
@@ -38,7 +44,7 @@ impl TestDb {
                 _dir: Some(dir),
             };
         }
-        let admin = admin_url(engine);
+        let admin = admin();
         let mut conn = AnyConnection::connect(&admin).await.unwrap_or_else(|e| {
             panic!(
                 "cannot reach the test {} server at {admin}: {e}",
