@@ -38,7 +38,7 @@ async fn round(
 ) -> (f64, Option<Duration>) {
     let (db, store) = seeded(n, healthy, sick).await;
     let before = healthy.count();
-    let (herald, _base) = spawn(&db, config, "2000").await;
+    let (herald, _base) = spawn(&db, config, "2000", &[]).await;
     wait_for(
         "the healthy destination's events",
         Duration::from_secs(300),

@@ -9,6 +9,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -47,12 +48,15 @@ struct Queued<I, O> {
 /// handle is dropped.
 pub struct Batcher<I, O> {
     queue: mpsc::Sender<Queued<I, O>>,
+    /// The most items one batch has held so far (0 before the first batch).
+    largest: Arc<AtomicUsize>,
 }
 
 impl<I, O> Clone for Batcher<I, O> {
     fn clone(&self) -> Self {
         Batcher {
             queue: self.queue.clone(),
+            largest: self.largest.clone(),
         }
     }
 }
@@ -75,8 +79,19 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
         };
         // Room for a few batches: beyond that, callers wait (backpressure).
         let (queue, items) = mpsc::channel(limits.max_items * (limits.max_in_flight + 2));
-        tokio::spawn(batch_loop(limits, Arc::new(handler), items));
-        Batcher { queue }
+        let largest = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(batch_loop(
+            limits,
+            Arc::new(handler),
+            items,
+            largest.clone(),
+        ));
+        Batcher { queue, largest }
+    }
+
+    /// The most items one batch has held so far: whether batching happened at all.
+    pub fn largest_batch(&self) -> usize {
+        self.largest.load(Ordering::Relaxed)
     }
 
     /// Queues `item` and returns its output once its batch is done.
@@ -94,6 +109,7 @@ async fn batch_loop<I, O, H>(
     limits: BatchLimits,
     handler: Arc<H>,
     mut items: mpsc::Receiver<Queued<I, O>>,
+    largest: Arc<AtomicUsize>,
 ) where
     I: Send + 'static,
     O: Send + 'static,
@@ -116,6 +132,7 @@ async fn batch_loop<I, O, H>(
                 Err(_) => break,
             }
         }
+        largest.fetch_max(batch.len(), Ordering::Relaxed);
         let handler = handler.clone();
         tokio::spawn(async move {
             let (inputs, answers): (Vec<I>, Vec<oneshot::Sender<O>>) =

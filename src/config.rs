@@ -97,6 +97,8 @@ settings! {
     login_window_secs: u64 = 900, "HERALD_LOGIN_WINDOW_SECS";
     /// Once over its limit across addresses, a user is let through once per this many ms [default: 5000]
     login_slowdown_ms: u64 = 5_000, "HERALD_LOGIN_SLOWDOWN_MS";
+    /// Failed sign-ins allowed per client address across all usernames in the window [default: 100]
+    login_address_max_failures: u32 = crate::auth::throttle::DEFAULT_ADDRESS_LIMIT, "HERALD_LOGIN_ADDRESS_MAX_FAILURES";
     /// Reverse proxies whose X-Forwarded-For names the client, e.g. "10.0.0.0/8" [default: none]
     trusted_proxies: String = String::new(), "HERALD_TRUSTED_PROXIES";
     /// Largest request body accepted, in bytes [default: 1048576]
@@ -135,8 +137,10 @@ settings! {
     destination_max_in_flight: usize = 16, "HERALD_DESTINATION_MAX_IN_FLIGHT";
     /// Consecutive retryable failures that open a destination's circuit breaker [default: 5]
     breaker_failures: u32 = 5, "HERALD_BREAKER_FAILURES";
-    /// How long an open breaker waits before its half-open probe, in milliseconds; doubled after each failed probe, up to max_backoff_ms [default: 30000]
+    /// How long an open breaker waits before its half-open probe, in milliseconds; doubled after each failed probe, up to breaker_max_open_ms [default: 30000]
     breaker_open_ms: u64 = 30_000, "HERALD_BREAKER_OPEN_MS";
+    /// The longest wait before a half-open probe, in milliseconds, however many probes failed [default: 600000]
+    breaker_max_open_ms: u64 = 600_000, "HERALD_BREAKER_MAX_OPEN_MS";
     /// Largest chat message part, in characters [default: 3000]
     chat_max_chars: usize = 3_000, "HERALD_CHAT_MAX_CHARS";
     /// Largest run result snapshot, in bytes of JSON [default: 262144]
@@ -204,6 +208,10 @@ impl Settings {
             ("login_max_failures", self.login_max_failures as u64),
             ("login_window_secs", self.login_window_secs),
             ("login_slowdown_ms", self.login_slowdown_ms),
+            (
+                "login_address_max_failures",
+                self.login_address_max_failures as u64,
+            ),
             ("max_body_bytes", self.max_body_bytes as u64),
             ("worker_concurrency", self.worker_concurrency as u64),
             ("worker_batch_size", self.worker_batch_size as u64),
@@ -221,6 +229,7 @@ impl Settings {
             ),
             ("breaker_failures", self.breaker_failures as u64),
             ("breaker_open_ms", self.breaker_open_ms),
+            ("breaker_max_open_ms", self.breaker_max_open_ms),
             ("max_result_bytes", self.max_result_bytes as u64),
             ("replay_max_attempts", self.replay_max_attempts as u64),
             ("replay_initial_backoff_ms", self.replay_initial_backoff_ms),

@@ -157,7 +157,9 @@ pub fn health_config(settings: &Settings) -> HealthConfig {
     HealthConfig {
         failures: settings.breaker_failures,
         open: Duration::from_millis(settings.breaker_open_ms),
-        max_open: Duration::from_millis(settings.max_backoff_ms.max(settings.breaker_open_ms)),
+        // Its own cap, not the retries' (`max_backoff_ms`): a short retry backoff
+        // must not stop the probe wait from doubling.
+        max_open: Duration::from_millis(settings.breaker_max_open_ms.max(settings.breaker_open_ms)),
         default_max_in_flight: settings.destination_max_in_flight,
         routes,
         stale_probe: Duration::from_secs(settings.lease_secs)
@@ -331,6 +333,7 @@ impl Runtime {
             for kind in spec.registry.kinds() {
                 metrics.declare(spec.source.as_str(), &kind);
             }
+            metrics.set_durable(spec.source.as_str(), spec.store.has_durable_outbox());
             if spec.store.has_durable_outbox() {
                 for pool in spec.pools {
                     let mut worker = Worker::new(

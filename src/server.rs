@@ -48,7 +48,8 @@ pub fn account_service(store: &SqlStore, settings: &Settings) -> AccountService 
             settings.login_max_failures,
             Duration::from_secs(settings.login_window_secs),
             Duration::from_millis(settings.login_slowdown_ms),
-        ),
+        )
+        .with_address_limit(settings.login_address_max_failures),
     )
 }
 
@@ -88,6 +89,8 @@ pub async fn run(
             "the console bundle is missing; pages render but will not hydrate (run .ci/build-site)"
         );
     }
+
+    warn_if_the_callback_secret_is_unreadable(&settings);
 
     let metrics = Arc::new(Metrics::new());
     let stop = CancellationToken::new();
@@ -271,5 +274,22 @@ async fn next_of(signal: &mut Option<tokio::signal::unix::Signal>) {
             signal.recv().await;
         }
         None => std::future::pending::<()>().await,
+    }
+}
+
+/// Says at start-up what would otherwise show only as every callback waiting: the
+/// signing secret they are signed with cannot be read. (They are kept and retried,
+/// and never count against their receiver's breaker, until it can.)
+fn warn_if_the_callback_secret_is_unreadable(settings: &Settings) {
+    let reference = &settings.callback_secret_ref;
+    if reference.is_empty() {
+        return;
+    }
+    if let Err(err) = crate::channels::secrets::resolve_keys(reference) {
+        tracing::error!(
+            setting = "callback_secret_ref",
+            error = %err,
+            "the callback signing secret cannot be read: run callbacks are kept and retried, unsent, until it can"
+        );
     }
 }

@@ -86,9 +86,11 @@ pub trait ApprovalsPort: Send + Sync + 'static {
         action: &str,
     ) -> Result<ApprovalRow, ConsoleError>;
     async fn shelf(&self, viewer: Option<&Viewer>) -> Result<ReplayShelfView, ConsoleError>;
+    /// Retries a failed replay as the operator saw it (in `expected_cycle`).
     async fn retry_replay(
         &self,
         viewer: Option<&Viewer>,
         event_id: &str,
+        expected_cycle: i64,
     ) -> Result<(), ConsoleError>;
 }

@@ -130,7 +130,6 @@ test("a reader sees approvals but no buttons", async ({ page, playwright, baseUR
   const deal = await post("/api/v1/records/Opportunity", { fields: { Name: "review" } });
   const approval = await post("/api/v1/approvals", { definition_id: `${tag}-review`, record_id: deal.id });
   await expect.poll(async () => (await receiver.arrivals("/ok")).map((a) => a.id)).toContain(`approval_${approval.id}`);
-  await request.dispose();
 
   await signIn(page, "reader", "/approvals");
   const row = page.locator(`[data-testid=approval-row][data-approval-id="${approval.id}"]`);
@@ -140,5 +139,20 @@ test("a reader sees approvals but no buttons", async ({ page, playwright, baseUR
   await expect(detail).toHaveAttribute("data-approval-id", approval.id);
   await expect(detail).toContainText("pending");
   await expect(page.locator("[data-testid$=-button]")).toHaveCount(0);
+  // The replay shelf: counts only for a reader, no rows and no retry (data:read).
+  await expect(page.getByTestId("replay-counts")).toBeVisible();
+  await expect(page.getByTestId("replay-rows-hidden")).toBeVisible();
+  await expect(page.getByTestId("retry-replay")).toHaveCount(0);
   await page.screenshot({ path: screenshotPath("approvals-page.png"), fullPage: true });
+
+  // The server function refuses the reader's forged decision, whatever the page shows.
+  const forged = await page.request.post("/console-api/approval-action", {
+    form: { id: approval.id, action: "approve" },
+    headers: { origin: baseURL! },
+  });
+  expect(forged.status()).toBe(403);
+  const after = await request.get(`/api/v1/approvals/${approval.id}`);
+  expect(after.status()).toBe(200);
+  expect((await after.json()).status).toBe("pending");
+  await request.dispose();
 });

@@ -57,7 +57,7 @@ async function finishedRun(opts: { tenant: string; routes?: string[]; callback?:
 async function deliveries(runId: string) {
   const resp = await api.get(`/api/v1/runs/${runId}/deliveries`);
   expect(resp.status()).toBe(200);
-  return (await resp.json()) as { event_id: string; kind: string; status: string }[];
+  return (await resp.json()) as { event_id: string; kind: string; status: string; cycle: number }[];
 }
 
 async function waitForStatus(runId: string, kind: string, status: string) {
@@ -106,7 +106,7 @@ test("a reader sees delivery summaries, no retry, and a forged retry is refused"
 
   // The server function itself refuses a reader, whatever the page shows.
   const forged = await page.request.post("/console-api/retry", {
-    data: { command: { event_id: failed.event_id, kind: "callback", expected_status: "failed", allow_uncertain: false } },
+    data: { command: { event_id: failed.event_id, kind: "callback", expected_status: "failed", expected_cycle: failed.cycle, allow_uncertain: false } },
     headers: { origin },
   });
   expect(forged.status()).toBe(403);

@@ -57,7 +57,7 @@ impl ApprovalPlanner {
     /// The prompt of the step `instance` now waits on, if the step names a route.
     pub fn prompt(&self, definition: &Definition, instance: &Instance) -> Option<NewEvent> {
         let step: &Step = definition.steps.get(instance.step_index as usize)?;
-        let route = self.routes.get(step.route.as_deref()?)?;
+        let route_name = step.route.as_deref()?;
         let body = serde_json::json!({
             "event": "approval.requested",
             "approval_id": instance.id,
@@ -79,20 +79,30 @@ impl ApprovalPlanner {
             step.approver.name(),
             instance.submitted_by
         );
-        let (delivery, redeliverable) = route.delivery(&body, &text);
+        // A route removed from the config since the definition named it: the prompt
+        // is recorded and fails with a clear error, as a run's would, not skipped.
+        let route = self.routes.get(route_name);
+        let (delivery, redeliverable) = match route {
+            Some(route) => route.delivery(&body, &text),
+            None => (missing(route_name), true),
+        };
         let payload = PromptPayload {
             approval_id: instance.id.clone(),
             step_index: instance.step_index,
             delivery,
         };
-        Some(self.event(
+        let mut prompt = self.event(
             Self::prompt_id(&instance.id, instance.step_index),
             kinds::APPROVAL_PROMPT,
             instance,
             serde_json::to_string(&payload).ok()?,
             redeliverable,
             self.max_attempts,
-        ))
+        );
+        // Its route's URL is nested in the payload: named here, so the prompt is
+        // held to its destination's cap and breaker like every event that leaves.
+        prompt.destination = route.and_then(|r| destination_of(&r.url));
+        Some(prompt)
     }
 
     /// One `alert` event per Alert action of `event` (`instance` as committed).
@@ -108,9 +118,7 @@ impl ApprovalPlanner {
             let Action::Alert { id, name, route } = action else {
                 continue;
             };
-            let Some(route) = self.routes.get(route) else {
-                continue;
-            };
+            let (route_name, route) = (route, self.routes.get(route));
             let body = serde_json::json!({
                 "event": format!("approval.{}", event.label()),
                 "approval_id": instance.id,
@@ -131,7 +139,10 @@ impl ApprovalPlanner {
                 actor,
                 if name.is_empty() { id } else { name }
             );
-            let (payload, redeliverable) = route.delivery(&body, &text);
+            let (payload, redeliverable) = match route {
+                Some(route) => route.delivery(&body, &text),
+                None => (missing(route_name), true),
+            };
             let mut alert = self.event(
                 format!(
                     "alert_{}_{}_{}_{}",
@@ -146,7 +157,7 @@ impl ApprovalPlanner {
                 redeliverable,
                 self.max_attempts,
             );
-            alert.destination = destination_of(&route.url);
+            alert.destination = route.and_then(|r| destination_of(&r.url));
             events.push(alert);
         }
         events
@@ -184,9 +195,17 @@ impl ApprovalPlanner {
             redeliverable,
             max_attempts,
             delay_ms: 0,
-            // Set by `alerts` only: prompts (their route's payload is nested in the
-            // prompt's) and replays are held to no destination's cap or breaker.
+            // Set by `prompt` and `alerts`, whose events leave for a route's URL;
+            // replays write records and go to no destination.
             destination: None,
         }
+    }
+}
+
+/// The payload of an event owed to a route no longer configured: its handler fails
+/// it with a clear error, so the operators see it.
+fn missing(route: &str) -> DeliveryPayload {
+    DeliveryPayload::MissingRoute {
+        route: route.to_string(),
     }
 }

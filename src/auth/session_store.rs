@@ -59,9 +59,12 @@ impl SessionStore for DbSessionStore {
 
     async fn save(&self, record: &Record) -> Result<()> {
         let (data, expires_at_ms) = encode(record)?;
+        // A session deleted meanwhile (signed out) stays deleted: the save updates
+        // nothing, and the cookie it answers with names no session.
         self.repo
             .save_session(&record.id.to_string(), &data, expires_at_ms)
             .await
+            .map(|_| ())
             .map_err(|e| Error::Backend(e.to_string()))
     }
 

@@ -8,7 +8,12 @@
 //!   failures within the window, the user is slowed down rather than locked out —
 //!   one attempt per slowdown interval (`login_slowdown_ms`, 5 s by default) is
 //!   let through, so rotating addresses gains an attacker almost nothing while the
-//!   real user can still sign in.
+//!   real user can still sign in;
+//! - per client address, whatever the username: after `address_limit` failures
+//!   within the window (100 by default), the address is refused until the window
+//!   has passed, so one client spraying random usernames cannot keep the password
+//!   hasher busy. Successful sign-ins do not count, so a busy office behind one
+//!   address is not refused for its users' own sign-ins.
 //!
 //! Keys are SHA-256 digests (fixed size, whatever the username's length) in maps
 //! with a hard cap that evicts the oldest window first.
@@ -23,6 +28,9 @@ use sha2::{Digest, Sha256};
 pub const MAX_TRACKED_KEYS: usize = 100_000;
 /// A user's limit across every address is this many times the per-address one.
 pub const USER_FACTOR: u32 = 4;
+/// Failed sign-ins one client address may make across all usernames in a window,
+/// unless configured otherwise (`login_address_max_failures`).
+pub const DEFAULT_ADDRESS_LIMIT: u32 = 100;
 
 type Key = [u8; 32];
 
@@ -33,6 +41,8 @@ pub enum Refusal {
     Address,
     /// This user failed too often from many addresses: slowed down.
     User,
+    /// This address failed too often across usernames: wait for the window.
+    Client,
 }
 
 /// A counted attempt; report its outcome with [`LoginThrottle::succeeded`].
@@ -40,6 +50,7 @@ pub enum Refusal {
 pub struct Attempt {
     pair: Key,
     user: Key,
+    client: Key,
 }
 
 struct Entry {
@@ -104,10 +115,12 @@ impl Windows {
 struct State {
     pairs: Windows,
     users: Windows,
+    clients: Windows,
 }
 
 pub struct LoginThrottle {
     max_failures: u32,
+    address_limit: u32,
     window: Duration,
     slowdown: Duration,
     state: Mutex<State>,
@@ -136,13 +149,21 @@ impl LoginThrottle {
     ) -> Self {
         LoginThrottle {
             max_failures,
+            address_limit: DEFAULT_ADDRESS_LIMIT,
             window,
             slowdown,
             state: Mutex::new(State {
                 pairs: Windows::new(cap),
                 users: Windows::new(cap),
+                clients: Windows::new(cap),
             }),
         }
+    }
+
+    /// Failed sign-ins one client address may make across all usernames in a window.
+    pub fn with_address_limit(mut self, limit: u32) -> Self {
+        self.address_limit = limit;
+        self
     }
 
     /// Counts an attempt as a failure up front (cleared by [`Self::succeeded`]), or
@@ -152,12 +173,17 @@ impl LoginThrottle {
         let attempt = Attempt {
             pair: digest(&[&username, client]),
             user: digest(&[&username]),
+            // A prefix keeps an address from ever sharing a key with a username.
+            client: digest(&["client", client]),
         };
         let now = Instant::now();
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let pair = state.pairs.entry(attempt.pair, self.window, now);
         if pair.count >= self.max_failures {
             return Err(Refusal::Address);
+        }
+        if state.clients.entry(attempt.client, self.window, now).count >= self.address_limit {
+            return Err(Refusal::Client);
         }
         let user_limit = self.max_failures.saturating_mul(USER_FACTOR);
         let user = state.users.entry(attempt.user, self.window, now);
@@ -169,6 +195,7 @@ impl LoginThrottle {
         }
         user.count = user.count.saturating_add(1);
         state.pairs.entry(attempt.pair, self.window, now).count += 1;
+        state.clients.entry(attempt.client, self.window, now).count += 1;
         Ok(attempt)
     }
 
@@ -180,12 +207,15 @@ impl LoginThrottle {
         if let Some(user) = state.users.entries.get_mut(&attempt.user) {
             user.count = user.count.saturating_sub(1);
         }
+        if let Some(client) = state.clients.entries.get_mut(&attempt.client) {
+            client.count = client.count.saturating_sub(1);
+        }
     }
 
     /// How many keys are tracked (for tests of the memory bound).
     pub fn tracked(&self) -> usize {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.pairs.entries.len() + state.users.entries.len()
+        state.pairs.entries.len() + state.users.entries.len() + state.clients.entries.len()
     }
 }
 
@@ -256,13 +286,45 @@ mod tests {
     }
 
     #[test]
+    fn one_address_spraying_usernames_is_refused_past_its_limit() {
+        let throttle =
+            LoginThrottle::new(5, Duration::from_secs(60), SLOWDOWN).with_address_limit(20);
+        let admitted = (0..500)
+            .filter(|i| throttle.begin(&format!("user{i}"), "1.2.3.4").is_ok())
+            .count();
+        assert_eq!(admitted, 20, "the address limit, across usernames");
+        assert_eq!(
+            throttle.begin("someone-new", "1.2.3.4").unwrap_err(),
+            Refusal::Client
+        );
+        assert!(
+            throttle.begin("someone-new", "5.6.7.8").is_ok(),
+            "other addresses are unaffected"
+        );
+    }
+
+    #[test]
+    fn successful_sign_ins_do_not_use_up_an_address() {
+        let throttle =
+            LoginThrottle::new(5, Duration::from_secs(60), SLOWDOWN).with_address_limit(3);
+        for i in 0..50 {
+            let attempt = throttle
+                .begin(&format!("colleague{i}"), "10.1.1.1")
+                .unwrap();
+            throttle.succeeded(&attempt);
+        }
+        assert!(throttle.begin("late", "10.1.1.1").is_ok());
+    }
+
+    #[test]
     fn memory_is_capped_and_the_oldest_evicted() {
-        let throttle = LoginThrottle::with_capacity(5, Duration::from_secs(600), SLOWDOWN, 1000);
+        let throttle = LoginThrottle::with_capacity(5, Duration::from_secs(600), SLOWDOWN, 1000)
+            .with_address_limit(u32::MAX);
         let long = "x".repeat(4096);
         for i in 0..10_000 {
             let _ = throttle.begin(&format!("{long}{i}"), "1.2.3.4");
         }
-        assert!(throttle.tracked() <= 2000, "{}", throttle.tracked());
+        assert!(throttle.tracked() <= 3000, "{}", throttle.tracked());
         // The newest are kept: the last user is still counted.
         let last = format!("{long}9999");
         for _ in 0..4 {

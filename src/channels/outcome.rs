@@ -8,7 +8,11 @@ use std::time::Duration;
 pub enum Outcome {
     /// The receiver (or executor) accepted it.
     Delivered { status_code: Option<u16> },
-    /// Worth another attempt: network error, timeout, 429, 5xx, a missing secret.
+    /// Nothing left this node: it lacks what sending needs (a signing secret that
+    /// cannot be read). Retried like a retryable failure, but it says nothing about
+    /// the destination, so it never counts against its breaker.
+    NotSent { error: String },
+    /// Worth another attempt: network error, timeout, 429, 5xx.
     Retryable {
         error: String,
         status_code: Option<u16>,
@@ -36,14 +40,20 @@ impl Outcome {
             | Outcome::Retryable { status_code, .. }
             | Outcome::Permanent { status_code, .. }
             | Outcome::Uncertain { status_code, .. } => *status_code,
-            Outcome::Skipped { .. } => None,
+            Outcome::Skipped { .. } | Outcome::NotSent { .. } => None,
         }
+    }
+
+    /// Whether the attempt tells anything about its destination's health.
+    pub fn tested_destination(&self) -> bool {
+        !matches!(self, Outcome::NotSent { .. })
     }
 
     pub fn error(&self) -> Option<&str> {
         match self {
             Outcome::Delivered { .. } => None,
             Outcome::Retryable { error, .. }
+            | Outcome::NotSent { error }
             | Outcome::Permanent { error, .. }
             | Outcome::Uncertain { error, .. } => Some(error),
             Outcome::Skipped { reason } => Some(reason),

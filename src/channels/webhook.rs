@@ -131,12 +131,11 @@ impl WebhookHandler {
         }
         let keys = match payload.secret_ref.as_deref().map(resolve_keys).transpose() {
             Ok(keys) => keys.unwrap_or_default(),
-            // A missing secret may be provided later: retry, do not drop.
+            // A missing secret may be provided later: retry, do not drop; and it is
+            // this node's configuration, not the receiver, that failed.
             Err(err) => {
-                return Outcome::Retryable {
+                return Outcome::NotSent {
                     error: err.to_string(),
-                    status_code: None,
-                    retry_after: None,
                 }
             }
         };

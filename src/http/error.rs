@@ -127,9 +127,20 @@ impl ApiError {
     }
 }
 
+/// What a 503 answer tells its client to wait before retrying, in seconds.
+pub const RETRY_AFTER_SECS: &str = "1";
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body())).into_response()
+        let mut response = (self.status, Json(self.body())).into_response();
+        // A 503 is transient (a store outage, hashing outpaced): say when to retry.
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
+        response
     }
 }
 

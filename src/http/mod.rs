@@ -4,6 +4,7 @@
 mod admin;
 mod approvals;
 mod auth;
+mod body_limit;
 mod client_addr;
 mod console;
 mod deliveries;
@@ -95,6 +96,10 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
             move || shell(leptos_options.clone()),
         )
         .fallback_service(ServeDir::new(site_root).not_found_service(not_found))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            body_limit::limit_server_fn_bodies,
+        ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,

@@ -72,6 +72,7 @@ fn log(event: &NewEvent, outcome: &Option<Outcome>) {
         }
         Some(Outcome::Skipped { .. }) => ("skipped", None),
         Some(Outcome::Retryable { status_code, .. }) => ("retryable", *status_code),
+        Some(Outcome::NotSent { .. }) => ("not sent", None),
         Some(Outcome::Permanent { status_code, .. }) => ("permanent", *status_code),
         Some(Outcome::Uncertain { status_code, .. }) => ("uncertain", *status_code),
     };

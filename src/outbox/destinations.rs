@@ -23,11 +23,12 @@
 //! `destination_breakers` table together with pushing the origin's pending
 //! events to the probe time. At the probe time exactly one node takes the
 //! half-open probe (a conditional update); its success closes the breaker and
-//! makes the waiting events due, its failure reopens it with a doubled wait.
-//! Every node adopts the table's state on each sync, so an operator's manual
+//! makes the waiting events due, its failure reopens it with a doubled wait. A
+//! probe whose node died (or whose verdict was never written) is taken over by
+//! any node once the probe's lease has passed. Every node adopts the table's state on each sync, so an operator's manual
 //! close (or another node's opening) takes effect everywhere.
 
-use super::availability::StoreHealth;
+use super::availability::{StoreBackoff, StoreHealth};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -51,6 +52,12 @@ const CAP_WAIT_MS: i64 = 250;
 
 /// Destinations longer than this are not tracked (they fit no index key).
 const MAX_DESTINATION_LEN: usize = 191;
+
+/// The most origins one claim leaves out. Past it, a sick destination's events
+/// may be claimed and given back unattempted (an open breaker has already pushed
+/// its waiting events to the probe time): a claim's size never grows with the
+/// number of sick destinations.
+pub const MAX_AVOIDED: usize = 128;
 
 /// The destination a planner stores with an event sent to `url`: its origin
 /// (`routes::origin`), unless that is too long to track.
@@ -121,6 +128,21 @@ struct Destination {
     breaker: Breaker,
 }
 
+impl Destination {
+    /// Opens this destination's breaker for `open_ms`: the change to share.
+    fn open_for(&mut self, open_ms: i64) -> Change {
+        self.breaker = Breaker::Open {
+            probe_at: now_ms() + open_ms,
+            open_ms,
+        };
+        Change::Open {
+            label: self.label.clone(),
+            failures: i64::from(self.failures),
+            open_ms,
+        }
+    }
+}
+
 /// What the worker does with a claimed event.
 #[derive(Debug)]
 pub enum Admission {
@@ -152,6 +174,8 @@ enum Verdict {
     Alive,
     /// Worth a retry: a timeout, a refused connection, a 5xx, a 4xx SMTP reply.
     Failing,
+    /// Nothing was sent (this node lacked a secret): no news of the destination.
+    Untested,
 }
 
 fn verdict(settle: &Settle) -> Verdict {
@@ -181,6 +205,8 @@ pub struct DestinationHealth {
     store: Arc<dyn DestinationStore>,
     metrics: Arc<Metrics>,
     destinations: Mutex<HashMap<String, Destination>>,
+    /// Every label a breaker gauge was set for (a few: routes and `callback`).
+    shown_labels: Mutex<std::collections::HashSet<String>>,
     /// Wakes idle workers when a destination they left out of their claims has
     /// room again.
     pub room: Arc<Notify>,
@@ -200,6 +226,7 @@ impl DestinationHealth {
             store,
             metrics,
             destinations: Mutex::new(HashMap::new()),
+            shown_labels: Mutex::new(Default::default()),
             room: Arc::new(Notify::new()),
         }
     }
@@ -229,21 +256,36 @@ impl DestinationHealth {
 
     /// Origins a claim should leave out now: at their cap, or behind a breaker
     /// that is open (before its probe time) or half-open.
+    /// At most [`MAX_AVOIDED`]: capped ones first (they hold worker places), then
+    /// half-open, then open ones.
     pub fn avoid(&self) -> Vec<String> {
         let now = now_ms();
-        self.with(|map| {
+        let mut avoided: Vec<(u8, String)> = self.with(|map| {
             map.iter()
-                .filter(|(origin, d)| {
-                    origin.len() <= MAX_DESTINATION_LEN
-                        && match d.breaker {
-                            Breaker::Closed => d.in_flight + d.waiting >= d.cap,
-                            Breaker::Open { probe_at, .. } => now < probe_at,
-                            Breaker::HalfOpen { .. } => true,
-                        }
+                .filter(|(origin, _)| origin.len() <= MAX_DESTINATION_LEN)
+                .filter_map(|(origin, d)| {
+                    let rank = match d.breaker {
+                        Breaker::Closed if d.in_flight + d.waiting >= d.cap => 0,
+                        Breaker::Closed => return None,
+                        Breaker::HalfOpen { .. } => 1,
+                        Breaker::Open { probe_at, .. } if now < probe_at => 2,
+                        Breaker::Open { .. } => return None,
+                    };
+                    Some((rank, origin.clone()))
                 })
-                .map(|(origin, _)| origin.clone())
                 .collect()
-        })
+        });
+        if avoided.len() > MAX_AVOIDED {
+            avoided.sort_unstable();
+            avoided.truncate(MAX_AVOIDED);
+        }
+        avoided.into_iter().map(|(_, origin)| origin).collect()
+    }
+
+    /// How many destinations this node holds state for (idle healthy ones are
+    /// forgotten).
+    pub fn tracked(&self) -> usize {
+        self.with(|map| map.len())
     }
 
     /// Whether `event` may be sent now.
@@ -349,66 +391,20 @@ impl DestinationHealth {
     /// Records an admitted attempt's settlement: counts failures, opens, closes.
     /// (A retry settled while the breaker is open waits for the probe: the store
     /// sees to that when it writes the retry.)
-    pub async fn finished(&self, ticket: Ticket, settle: &Settle) {
+    pub async fn finished(&self, ticket: Ticket, settle: &Settle, tested_destination: bool) {
         let Some(origin) = ticket.origin else {
             return;
         };
-        let verdict = verdict(settle);
+        let verdict = if tested_destination {
+            verdict(settle)
+        } else {
+            Verdict::Untested
+        };
         let max_open = self.config.max_open.as_millis() as i64;
         let change = self.with(|map| {
-            let d = self.entry(map, &origin);
-            d.in_flight = d.in_flight.saturating_sub(1);
-            // The place goes to an event waiting in memory, else to the next claim.
-            if d.waiting > 0 {
-                d.place_freed.notify_one();
-            } else {
-                self.room.notify_one();
-            }
-            match (ticket.probe, verdict, d.breaker) {
-                (true, Verdict::Alive, _) => {
-                    d.breaker = Breaker::Closed;
-                    d.failures = 0;
-                    Some(Change::Close)
-                }
-                (
-                    true,
-                    Verdict::Failing,
-                    Breaker::HalfOpen { open_ms, .. } | Breaker::Open { open_ms, .. },
-                ) => {
-                    let open_ms = (open_ms * 2).min(max_open.max(open_ms));
-                    d.breaker = Breaker::Open {
-                        probe_at: now_ms() + open_ms,
-                        open_ms,
-                    };
-                    Some(Change::Open {
-                        label: d.label.clone(),
-                        failures: i64::from(d.failures),
-                        open_ms,
-                    })
-                }
-                (false, Verdict::Alive, Breaker::Closed) => {
-                    d.failures = 0;
-                    None
-                }
-                (false, Verdict::Failing, Breaker::Closed) => {
-                    d.failures += 1;
-                    if d.failures < self.config.failures {
-                        return None;
-                    }
-                    let open_ms = self.config.open.as_millis() as i64;
-                    d.breaker = Breaker::Open {
-                        probe_at: now_ms() + open_ms,
-                        open_ms,
-                    };
-                    Some(Change::Open {
-                        label: d.label.clone(),
-                        failures: i64::from(d.failures),
-                        open_ms,
-                    })
-                }
-                // Attempts that started before the breaker opened tell nothing new.
-                _ => None,
-            }
+            let change = self.judge(map, &origin, ticket.probe, verdict, max_open);
+            forget_if_idle(map, &origin);
+            change
         });
         let written = match change {
             None => return,
@@ -426,7 +422,7 @@ impl DestinationHealth {
             }
             Some(Change::Close) => {
                 tracing::info!("destination breaker closed by a successful probe");
-                self.store.close_breaker(&origin).await.map(|_| ())
+                self.store.close_breaker(&origin, None).await.map(|_| ())
             }
         };
         if let Err(err) = written {
@@ -435,15 +431,101 @@ impl DestinationHealth {
         self.publish_local();
     }
 
+    /// Counts an attempt's verdict against `origin`: the breaker change it causes.
+    fn judge(
+        &self,
+        map: &mut HashMap<String, Destination>,
+        origin: &str,
+        probe: bool,
+        verdict: Verdict,
+        max_open: i64,
+    ) -> Option<Change> {
+        let d = self.entry(map, origin);
+        d.in_flight = d.in_flight.saturating_sub(1);
+        // The place goes to an event waiting in memory, else to the next claim.
+        if d.waiting > 0 {
+            d.place_freed.notify_one();
+        } else {
+            self.room.notify_one();
+        }
+        match (probe, verdict, d.breaker) {
+            (true, Verdict::Alive, _) => {
+                d.breaker = Breaker::Closed;
+                d.failures = 0;
+                Some(Change::Close)
+            }
+            (
+                true,
+                Verdict::Failing,
+                Breaker::HalfOpen { open_ms, .. } | Breaker::Open { open_ms, .. },
+            ) => {
+                let open_ms = (open_ms * 2).min(max_open.max(open_ms));
+                Some(d.open_for(open_ms))
+            }
+            // A probe that could not be sent tested nothing: the breaker waits
+            // for the next probe as it was, its wait not doubled.
+            (
+                true,
+                Verdict::Untested,
+                Breaker::HalfOpen { open_ms, .. } | Breaker::Open { open_ms, .. },
+            ) => Some(d.open_for(open_ms)),
+            (false, Verdict::Alive, Breaker::Closed) => {
+                d.failures = 0;
+                None
+            }
+            (false, Verdict::Failing, Breaker::Closed) => {
+                d.failures += 1;
+                if d.failures < self.config.failures {
+                    return None;
+                }
+                let open_ms = self.config.open.as_millis() as i64;
+                Some(d.open_for(open_ms))
+            }
+            // Attempts that started before the breaker opened tell nothing new.
+            _ => None,
+        }
+    }
+
     /// Adopts the shared table's state (other nodes' openings, operators' closes).
     pub async fn sync(&self) -> Result<(), crate::store::StoreError> {
-        let rows = self.store.breakers().await?;
+        // Only the sick rows: a local breaker whose row is not among them was
+        // closed (by a probe elsewhere or an operator).
+        let rows = self.store.unclosed_breakers().await?;
+        let stale_ms = self.config.stale_probe.as_millis() as i64;
+        let now = now_ms();
         self.with(|map| {
+            let unclosed: std::collections::HashSet<&str> =
+                rows.iter().map(|r| r.destination.as_str()).collect();
+            let origins: Vec<String> = map.keys().cloned().collect();
+            for origin in origins {
+                let Some(d) = map.get_mut(&origin) else {
+                    continue;
+                };
+                if unclosed.contains(origin.as_str()) {
+                    continue;
+                }
+                // Closed: keep a local probe's own bookkeeping until it ends.
+                if !matches!(
+                    d.breaker,
+                    Breaker::Closed | Breaker::HalfOpen { here: true, .. }
+                ) {
+                    d.breaker = Breaker::Closed;
+                    d.failures = 0;
+                }
+                forget_if_idle(map, &origin);
+            }
             for row in &rows {
                 let d = self.entry(map, &row.destination);
                 d.breaker = match (row.state.as_str(), d.breaker) {
                     ("open", _) => Breaker::Open {
                         probe_at: row.probe_at.unwrap_or(0),
+                        open_ms: row.open_ms,
+                    },
+                    // A probe older than its lease was abandoned (its node died, or
+                    // its verdict was never written): it is due again, here as on
+                    // every node, and `start_probe` lets one of them take it over.
+                    ("half_open", _) if now >= row.updated_at + stale_ms => Breaker::Open {
+                        probe_at: row.updated_at + stale_ms,
                         open_ms: row.open_ms,
                     },
                     ("half_open", Breaker::HalfOpen { here, .. }) => Breaker::HalfOpen {
@@ -454,22 +536,20 @@ impl DestinationHealth {
                         here: false,
                         open_ms: row.open_ms,
                     },
-                    // Closed: keep a local probe's own bookkeeping until it ends.
-                    (_, Breaker::HalfOpen { here: true, .. }) => d.breaker,
-                    _ => {
-                        if d.breaker != Breaker::Closed {
-                            d.failures = 0;
-                        }
-                        Breaker::Closed
-                    }
+                    // (Only unclosed rows are read.)
+                    _ => d.breaker,
                 };
             }
         });
         // The gauges follow the shared table: what every node and the console see.
+        // A label shown open before (a route since removed from the config
+        // included) reads 0 once its breakers have closed.
+        let mut shown = self.shown_labels.lock().unwrap_or_else(|p| p.into_inner());
         let mut open: HashMap<String, bool> = self
             .config
             .labels()
             .into_iter()
+            .chain(shown.iter().cloned())
             .map(|l| (l, false))
             .collect();
         for row in &rows {
@@ -477,6 +557,7 @@ impl DestinationHealth {
         }
         for (label, is_open) in open {
             self.metrics.set_breaker_open(&label, is_open);
+            shown.insert(label);
         }
         Ok(())
     }
@@ -502,20 +583,39 @@ impl DestinationHealth {
         store_health: Arc<StoreHealth>,
         stop: CancellationToken,
     ) {
+        // While the store fails, syncs back off like every other loop on it.
+        let mut backoff = StoreBackoff::default();
         loop {
-            match self.sync().await {
-                Ok(()) => store_health.succeeded(),
+            let pause = match self.sync().await {
+                Ok(()) => {
+                    store_health.succeeded();
+                    backoff.reset();
+                    every
+                }
                 Err(err) => {
-                    if !store_health.failed(&err).is_outage() {
+                    let fault = store_health.failed(&err);
+                    if !fault.is_outage() {
                         tracing::warn!(error = %err, "could not read the destination breakers; keeping the last state");
                     }
+                    every.max(backoff.pause(fault))
                 }
-            }
+            };
             tokio::select! {
-                _ = tokio::time::sleep(every) => {},
+                _ = tokio::time::sleep(pause) => {},
                 _ = stop.cancelled() => return,
             }
         }
+    }
+}
+
+/// Drops `origin`'s state when it holds nothing worth keeping: a closed breaker,
+/// no failures counted, nothing in flight or waiting. Its next event starts it
+/// afresh, so memory follows the destinations in use, not every one ever seen.
+fn forget_if_idle(map: &mut HashMap<String, Destination>, origin: &str) {
+    if map.get(origin).is_some_and(|d| {
+        d.breaker == Breaker::Closed && d.failures == 0 && d.in_flight == 0 && d.waiting == 0
+    }) {
+        map.remove(origin);
     }
 }
 

@@ -17,9 +17,13 @@ impl Outcome {
     pub fn settle(&self, event: &ClaimedEvent, policy: &RetryPolicy) -> Settle {
         match self {
             Outcome::Delivered { .. } => Settle::Completed,
-            Outcome::Retryable { retry_after, .. } => {
+            Outcome::Retryable { .. } | Outcome::NotSent { .. } => {
+                let retry_after = match self {
+                    Outcome::Retryable { retry_after, .. } => *retry_after,
+                    _ => None,
+                };
                 if event.cycle_attempts < event.max_attempts {
-                    let delay = policy.backoff(event.cycle_attempts.max(1) as u32, *retry_after);
+                    let delay = policy.backoff(event.cycle_attempts.max(1) as u32, retry_after);
                     Settle::Retry {
                         delay_ms: delay.as_millis() as i64,
                     }

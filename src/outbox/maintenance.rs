@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::availability::{StoreBackoff, StoreHealth};
 use super::metrics::Metrics;
 use super::model::DeadLetterNotifier;
-use crate::store::ports::OutboxStore;
+use crate::store::ports::{OutboxStore, SweepReport};
 
 /// Rows one sweep looks at, so start-up recovery of a large backlog stays bounded.
 pub const SWEEP_BATCH: u32 = 500;
@@ -37,29 +37,27 @@ pub struct Maintenance {
 impl Maintenance {
     /// One pass: sweep, then refresh gauges. Returns whether the store answered.
     pub async fn run_once(&self) -> bool {
+        // What the sweep committed is signalled even when it stopped on an error.
+        let mut report = SweepReport::default();
         let swept = self
             .store
-            .sweep_expired(SWEEP_BATCH, self.dead_letter.as_ref())
+            .sweep_expired(SWEEP_BATCH, self.dead_letter.as_ref(), &mut report)
             .await;
-        match &swept {
-            Ok(report) => {
-                for (event_id, kind) in &report.uncertain {
-                    self.metrics.record_swept_uncertain(kind);
-                    tracing::warn!(event_id = %event_id, kind = %kind,
-                        "delivery outcome unknown after its lease expired; marked uncertain (an operator must check the receiver before retrying)");
-                }
-                for (event_id, kind) in &report.failed {
-                    self.metrics.record_exhausted(kind);
-                    if let Some(registration) = self.registries.iter().find_map(|r| r.get(kind)) {
-                        registration.handler.swept_failed(&self.metrics);
-                    }
-                    tracing::error!(event_id = %event_id, kind = %kind,
-                        "OPERATOR_ALERT: event failed after its last attempt's lease expired; dead-lettered");
-                }
+        for (event_id, kind) in &report.uncertain {
+            self.metrics.record_swept_uncertain(kind);
+            tracing::warn!(event_id = %event_id, kind = %kind,
+                "delivery outcome unknown after its lease expired; marked uncertain (an operator must check the receiver before retrying)");
+        }
+        for (event_id, kind) in &report.failed {
+            self.metrics.record_exhausted(kind);
+            if let Some(registration) = self.registries.iter().find_map(|r| r.get(kind)) {
+                registration.handler.swept_failed(&self.metrics);
             }
-            Err(err) => {
-                self.health.failed(err);
-            }
+            tracing::error!(event_id = %event_id, kind = %kind,
+                "OPERATOR_ALERT: event failed after its last attempt's lease expired; dead-lettered");
+        }
+        if let Err(err) = &swept {
+            self.health.failed(err);
         }
         let pass = self
             .passes
@@ -119,13 +117,19 @@ impl Maintenance {
 /// Keeps the store's hot tables small where the engine needs it
 /// (`OutboxStore::tidy_hot_tables`), checking every `interval`.
 async fn tidy_loop(store: Arc<dyn OutboxStore>, interval: Duration, shutdown: CancellationToken) {
+    // A store that fails is asked less often, like by the passes (one connection
+    // attempt per check would otherwise hammer a database that is down).
+    let mut backoff = StoreBackoff::default();
+    let mut pause = interval;
     loop {
         tokio::select! {
-            _ = tokio::time::sleep(interval) => {},
+            _ = tokio::time::sleep(pause) => {},
             _ = shutdown.cancelled() => return,
         }
+        pause = interval;
         match store.tidy_hot_tables().await {
             Ok(tidied) => {
+                backoff.reset();
                 for t in tidied {
                     tracing::info!(
                         table = t.table,
@@ -135,8 +139,11 @@ async fn tidy_loop(store: Arc<dyn OutboxStore>, interval: Duration, shutdown: Ca
                     );
                 }
             }
-            // The passes report the store's availability; this only waits for the next.
-            Err(err) => tracing::debug!(error = %err, "could not tidy the hot tables"),
+            // The passes report the store's availability; this only waits longer.
+            Err(err) => {
+                tracing::debug!(error = %err, "could not tidy the hot tables");
+                pause = interval.max(backoff.pause(err.fault()));
+            }
         }
     }
 }

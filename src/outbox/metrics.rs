@@ -11,6 +11,7 @@ use super::model::{OutboxStats, StatsRow, SETTLED_STATES};
 pub struct Metrics {
     registry: Registry,
     available: IntGaugeVec,
+    durable: IntGaugeVec,
     events: IntGaugeVec,
     oldest_pending_age: GaugeVec,
     expired_leases: IntGaugeVec,
@@ -45,6 +46,15 @@ impl Metrics {
             Opts::new(
                 "herald_outbox_available",
                 "1 when the source's durable outbox is reachable, 0 when not",
+            ),
+            &["source"],
+        ));
+        // Set once at start-up, for every source: unlike `available`, which is 0
+        // until the first report, its 0 is a statement (no durable outbox here).
+        let durable = must(IntGaugeVec::new(
+            Opts::new(
+                "herald_outbox_durable",
+                "1 when the source's store keeps a durable outbox, 0 on a store without one (memory://)",
             ),
             &["source"],
         ));
@@ -123,6 +133,7 @@ impl Metrics {
             Box::new(replay_attempts.clone()),
             Box::new(replay_exhausted.clone()),
             Box::new(available.clone()),
+            Box::new(durable.clone()),
             Box::new(events.clone()),
             Box::new(oldest_pending_age.clone()),
             Box::new(expired_leases.clone()),
@@ -136,6 +147,7 @@ impl Metrics {
         Metrics {
             registry,
             available,
+            durable,
             events,
             oldest_pending_age,
             expired_leases,
@@ -191,6 +203,13 @@ impl Metrics {
         self.breaker_open
             .with_label_values(&[route])
             .set(i64::from(open));
+    }
+
+    /// Whether `source`'s store keeps a durable outbox (said once, at start-up).
+    pub fn set_durable(&self, source: &str, durable: bool) {
+        self.durable
+            .with_label_values(&[source])
+            .set(i64::from(durable));
     }
 
     pub fn set_available(&self, source: &str, available: bool) {

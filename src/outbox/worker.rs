@@ -64,6 +64,9 @@ type InFlight = Arc<Mutex<HashMap<(String, String), HashSet<String>>>>;
 /// A finished attempt and the slot it holds until its settlement is written.
 struct Finished {
     settlement: Settlement,
+    /// Whether the attempt says anything about its destination's health (a node
+    /// that could not even send, for want of a secret, says nothing).
+    tested_destination: bool,
     slot: OwnedSemaphorePermit,
 }
 
@@ -259,7 +262,13 @@ impl Worker {
                             Admission::Go(ticket) => {
                                 let finished =
                                     run_one(&registry, &metrics, &holder, event, permit).await;
-                                health.finished(ticket, &finished.settlement.settle).await;
+                                health
+                                    .finished(
+                                        ticket,
+                                        &finished.settlement.settle,
+                                        finished.tested_destination,
+                                    )
+                                    .await;
                                 finished
                             }
                             Admission::Wait { delay_ms } => {
@@ -356,6 +365,7 @@ fn deferred(
             settle: Settle::Deferred { delay_ms },
             dead_letter_event: None,
         },
+        tested_destination: false,
         slot: permit,
     }
 }
@@ -423,6 +433,7 @@ async fn run_one(
             settle,
             dead_letter_event,
         },
+        tested_destination: outcome.tested_destination(),
         slot: permit,
     }
 }

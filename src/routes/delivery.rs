@@ -25,7 +25,7 @@ impl DeliveryHandler {
             DeliveryPayload::Email(payload) => self.email.deliver(event_id, payload).await,
             DeliveryPayload::MissingRoute { route } => Outcome::Permanent {
                 error: format!(
-                    "route {route:?} was not configured when the run finished; nothing was sent"
+                    "route {route:?} was not configured when this event was committed; nothing was sent"
                 ),
                 status_code: None,
             },

@@ -16,8 +16,8 @@ pub enum DeliveryPayload {
     Webhook(WebhookPayload),
     Chat(ChatPayload),
     Email(EmailPayload),
-    /// The run named a route that was no longer configured when it finished:
-    /// recorded (and failed) rather than silently dropped.
+    /// A run or an approval named a route that was no longer configured when the
+    /// event was committed: recorded (and failed) rather than silently dropped.
     MissingRoute {
         route: String,
     },

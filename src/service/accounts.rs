@@ -5,7 +5,7 @@ use std::sync::Arc;
 use vocab::{Permission, Role, Viewer};
 
 use super::{require, ServiceError};
-use crate::auth::hashing_pool::HashingPool;
+use crate::auth::hashing_pool::{HashingPool, PoolError};
 use crate::auth::password::{self, MIN_PASSWORD_LEN};
 use crate::auth::throttle::{LoginThrottle, Refusal};
 use crate::auth::token;
@@ -112,6 +112,7 @@ impl AccountService {
                 let scope = match refusal {
                     Refusal::Address => "address",
                     Refusal::User => "user",
+                    Refusal::Client => "client",
                 };
                 tracing::warn!(client, scope, "sign-in throttled");
                 return Err(ServiceError::Throttled);
@@ -141,10 +142,11 @@ impl AccountService {
         &self,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ServiceError> {
-        self.hashing
-            .run(work)
-            .await
-            .map_err(|e| ServiceError::Internal(e.to_string()))
+        self.hashing.run(work).await.map_err(|e| match e {
+            // Transient: a flood of sign-ins outpaces hashing; the caller retries.
+            PoolError::Busy => ServiceError::Unavailable(e.to_string()),
+            PoolError::Gone => ServiceError::Internal(e.to_string()),
+        })
     }
 
     /// The viewer behind a session's user id, if that user still exists.

@@ -75,7 +75,11 @@ pub struct ApprovalDetail {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ReplayStatus {
     pub counts: Vec<StatusCount>,
+    /// The failed replay rows: only with `data:read` (DESIGN §7 puts replay rows
+    /// under it); a reader sees the counts alone.
     pub failed: Vec<FailedReplay>,
+    /// Whether the viewer may see the rows (false: `failed` is empty for them).
+    pub rows_visible: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -83,6 +87,8 @@ pub struct FailedReplay {
     pub event_id: String,
     pub approval_id: String,
     pub attempts: i64,
+    /// Its retry cycle: what a retry of it compares, with its status.
+    pub cycle: i64,
     pub last_error: Option<String>,
     pub failed_at: Option<String>,
     pub alerted_at: Option<String>,
@@ -236,8 +242,7 @@ impl ApprovalService {
         })
     }
 
-    /// Replay counts by status and the failed replay rows (payloads only with
-    /// `data:read`).
+    /// Replay counts by status, and the failed replay rows with `data:read`.
     pub async fn replay_status(
         &self,
         viewer: Option<&Viewer>,
@@ -249,11 +254,14 @@ impl ApprovalService {
             ));
         }
         let counts = self.store.kind_counts(kinds::FIELD_UPDATE).await?;
-        let rows = self
-            .store
-            .events_of_kind(kinds::FIELD_UPDATE, "failed", 200)
-            .await?;
         let full = viewer.can(Permission::DataRead);
+        let rows = if full {
+            self.store
+                .events_of_kind(kinds::FIELD_UPDATE, "failed", 200)
+                .await?
+        } else {
+            Vec::new()
+        };
         let failed = rows
             .into_iter()
             .map(|e| FailedReplay {
@@ -261,12 +269,17 @@ impl ApprovalService {
                 event_id: e.event_id,
                 approval_id: e.parent_id,
                 attempts: e.attempts,
+                cycle: e.cycle,
                 last_error: redact(e.last_error.as_deref(), full),
                 failed_at: e.failed_at.map(format_ms),
                 alerted_at: e.alerted_at.map(format_ms),
             })
             .collect();
-        Ok(ReplayStatus { counts, failed })
+        Ok(ReplayStatus {
+            counts,
+            failed,
+            rows_visible: full,
+        })
     }
 
     // ---- lifecycle ---------------------------------------------------------

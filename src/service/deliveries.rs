@@ -32,12 +32,20 @@ pub const MAX_PAGE: u32 = 200;
 pub struct RetryRequest {
     pub kind: String,
     pub expected_status: DeliveryStatus,
+    /// The retry cycle the caller saw (the console always sends it): a delivery
+    /// retried by someone else since, and back in the same state, is refused (409).
+    #[serde(default)]
+    pub expected_cycle: Option<i64>,
     #[serde(default)]
     pub allow_uncertain: bool,
 }
 
 /// The most deliveries one bulk retry touches.
 pub const BULK_CAP: u32 = 1_000;
+
+/// Retries a bulk action commits at a time, each chunk with its own audit row
+/// (short write transactions: SQLite has one writer).
+pub const BULK_CHUNK: usize = 100;
 
 #[derive(Clone)]
 pub struct DeliveryService {
@@ -220,17 +228,25 @@ impl DeliveryService {
             statuses: retryable_states(&filter.statuses, true),
             ..filter.clone()
         };
+        let (uncertain, without_uncertain): (Vec<_>, Vec<_>) = retryable
+            .statuses
+            .iter()
+            .copied()
+            .partition(|s| *s == DeliveryStatus::Uncertain);
         let uncertain = EventFilter {
-            statuses: retryable_states(&filter.statuses, true)
-                .into_iter()
-                .filter(|s| *s == DeliveryStatus::Uncertain)
-                .collect(),
+            statuses: uncertain,
+            ..filter.clone()
+        };
+        let without_uncertain = EventFilter {
+            statuses: without_uncertain,
             ..filter
         };
         let matching = count_or_zero(&*self.reads, &retryable).await?;
+        let capped = |n: i64| n.min(i64::from(BULK_CAP) + 1) as u32;
         Ok(BulkPreview {
-            matching: matching.min(i64::from(BULK_CAP) + 1) as u32,
-            uncertain: count_or_zero(&*self.reads, &uncertain).await? as u32,
+            matching: capped(matching),
+            uncertain: capped(count_or_zero(&*self.reads, &uncertain).await?),
+            without_uncertain: capped(count_or_zero(&*self.reads, &without_uncertain).await?),
             capped: matching > i64::from(BULK_CAP),
             cap: BULK_CAP,
         })
@@ -239,7 +255,8 @@ impl DeliveryService {
     /// Retries every retryable delivery matching `query`, at most [`BULK_CAP`] per
     /// action. Each is its own compare-and-set on the state it was listed in (one
     /// that changed meanwhile is left alone and counted); `uncertain` ones only with
-    /// `allow_uncertain`. One audit row records the action and its count.
+    /// `allow_uncertain`. Every [`BULK_CHUNK`] retries commit with one audit row
+    /// recording their count.
     pub async fn bulk_retry(
         &self,
         viewer: Option<&Viewer>,
@@ -267,41 +284,40 @@ impl DeliveryService {
             capped,
             ..Default::default()
         };
-        let mut acknowledged = false;
-        for event in &events {
-            let retried = self
-                .store
-                .retry_event(&ManualRetry {
+        // Each chunk commits its retries together with their audit row, so a
+        // failure part-way leaves every committed retry audited.
+        let audit = NewAuditEntry {
+            subject: describe(&query),
+            action: "bulk_retry".into(),
+            actor: viewer.name.clone(),
+            from_status: match statuses.as_slice() {
+                [one] => one.as_str().to_string(),
+                _ => "several".to_string(),
+            },
+            acknowledged_duplicate_risk: false,
+            affected: 0,
+        };
+        for chunk in events.chunks(BULK_CHUNK) {
+            let retries: Vec<ManualRetry> = chunk
+                .iter()
+                .map(|event| ManualRetry {
                     event_id: event.event_id.clone(),
                     kind: event.kind.clone(),
                     expected_status: event.status,
+                    // The state as listed, its cycle included.
+                    expected_cycle: Some(event.cycle),
                     allow_uncertain: allow_uncertain && event.status == DeliveryStatus::Uncertain,
                     actor: viewer.name.clone(),
                     max_attempts: self.max_attempts(&event.kind),
                     audit: false,
                 })
-                .await?;
-            if retried.is_ok() {
-                outcome.retried += 1;
-                acknowledged |= event.status == DeliveryStatus::Uncertain;
-            } else {
-                outcome.changed += 1;
+                .collect();
+            for retried in self.store.retry_events_audited(&retries, &audit).await? {
+                match retried {
+                    Ok(()) => outcome.retried += 1,
+                    Err(_) => outcome.changed += 1,
+                }
             }
-        }
-        if outcome.retried > 0 {
-            self.reads
-                .record_audit(&NewAuditEntry {
-                    subject: describe(&query),
-                    action: "bulk_retry".into(),
-                    actor: viewer.name.clone(),
-                    from_status: match statuses.as_slice() {
-                        [one] => one.as_str().to_string(),
-                        _ => "several".to_string(),
-                    },
-                    acknowledged_duplicate_risk: acknowledged,
-                    affected: i64::from(outcome.retried),
-                })
-                .await?;
         }
         tracing::info!(by = %viewer.name, retried = outcome.retried, changed = outcome.changed, capped, "bulk retry");
         Ok(outcome)
@@ -371,6 +387,7 @@ impl DeliveryService {
                 event_id: event_id.to_string(),
                 kind: request.kind,
                 expected_status: request.expected_status,
+                expected_cycle: request.expected_cycle,
                 allow_uncertain: request.allow_uncertain,
                 actor: viewer.name.clone(),
                 max_attempts,
@@ -398,7 +415,8 @@ impl DeliveryService {
             Err(refusal) => {
                 let message = refusal.to_string();
                 let current = match refusal {
-                    RetryRefusal::StatusChanged { current, .. } => DeliveryStatus::parse(&current),
+                    RetryRefusal::StatusChanged { current, .. }
+                    | RetryRefusal::CycleChanged { current, .. } => DeliveryStatus::parse(&current),
                     _ => None,
                 };
                 Err(match current {

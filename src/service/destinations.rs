@@ -9,13 +9,12 @@ use vocab::{Permission, Viewer};
 
 use super::{format_ms, require, ServiceError};
 use crate::outbox::destinations::open_first;
-use crate::store::ports::{BreakerRecord, DeliveryReads, DestinationStore, NewAuditEntry};
+use crate::store::ports::{BreakerRecord, DestinationStore, NewAuditEntry};
 use crate::store::SqlStore;
 
 #[derive(Clone)]
 pub struct DestinationService {
     store: Arc<dyn DestinationStore>,
-    reads: Arc<dyn DeliveryReads>,
     durable: bool,
 }
 
@@ -36,7 +35,6 @@ impl DestinationService {
     pub fn for_store(store: &SqlStore) -> Self {
         DestinationService {
             store: Arc::new(store.clone()),
-            reads: Arc::new(store.clone()),
             durable: store.has_durable_outbox(),
         }
     }
@@ -76,21 +74,22 @@ impl DestinationService {
                 "breaker of destination {destination:?}"
             )));
         };
-        let Some((from_state, released)) = self.store.close_breaker(destination).await? else {
+        // Audited in the close's own transaction (its state and count filled in there).
+        let audit = NewAuditEntry {
+            subject: format!("breaker of route {} ({destination})", record.route),
+            action: "close_breaker".into(),
+            actor: viewer.name.clone(),
+            from_status: String::new(),
+            acknowledged_duplicate_risk: false,
+            affected: 0,
+        };
+        let Some((from_state, released)) =
+            self.store.close_breaker(destination, Some(&audit)).await?
+        else {
             return Err(ServiceError::Conflict(
                 "the destination's breaker is already closed".into(),
             ));
         };
-        self.reads
-            .record_audit(&NewAuditEntry {
-                subject: format!("breaker of route {} ({destination})", record.route),
-                action: "close_breaker".into(),
-                actor: viewer.name.clone(),
-                from_status: from_state.clone(),
-                acknowledged_duplicate_risk: false,
-                affected: released as i64,
-            })
-            .await?;
         tracing::info!(route = %record.route, actor = %viewer.name, released, "destination breaker closed by hand");
         Ok(BreakerClosed {
             destination: destination.to_string(),

@@ -154,6 +154,16 @@ impl RunService {
         })
     }
 
+    /// The most requests one batch of transitions and one of creations has held so
+    /// far, in that order (0 before the first): whether concurrent requests really
+    /// shared their writes.
+    pub fn largest_batches(&self) -> (usize, usize) {
+        (
+            self.transitions.get().map_or(0, Batcher::largest_batch),
+            self.creations.get().map_or(0, Batcher::largest_batch),
+        )
+    }
+
     /// For a store without a durable outbox: a terminal transition commits the run
     /// alone and hands its notifications to `sender` afterwards.
     pub fn with_best_effort(mut self, sender: BestEffortSender) -> Self {

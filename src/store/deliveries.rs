@@ -121,22 +121,7 @@ impl DeliveryReads for SqlStore {
     }
 
     async fn record_audit(&self, entry: &NewAuditEntry) -> Result<(), StoreError> {
-        let sql = format!(
-            "INSERT INTO outbox_audit (id, event_id, action, actor, from_status, acknowledged_duplicate_risk, affected, at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, {})",
-            self.engine.now_ms()
-        );
-        sqlx::query(&self.engine.sql(&sql))
-            .bind(uuid::Uuid::now_v7().to_string())
-            .bind(&entry.subject)
-            .bind(&entry.action)
-            .bind(&entry.actor)
-            .bind(&entry.from_status)
-            .bind(i64::from(entry.acknowledged_duplicate_risk))
-            .bind(entry.affected)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.insert_audit(&self.pool, entry).await
     }
 
     async fn list_events(&self, filter: &EventFilter) -> Result<Vec<EventRecord>, StoreError> {

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 
 use super::error::StoreError;
-use super::ports::{BreakerRecord, DestinationStore, Transactions};
+use super::ports::{BreakerRecord, DestinationStore, NewAuditEntry, Transactions};
 use super::row::{int, opt_int, text};
 use super::sql::SqlStore;
 
@@ -29,6 +29,14 @@ fn breaker_from_row(row: &AnyRow) -> Result<BreakerRecord, StoreError> {
 impl DestinationStore for SqlStore {
     async fn breakers(&self) -> Result<Vec<BreakerRecord>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM destination_breakers ORDER BY destination");
+        let rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
+        rows.iter().map(breaker_from_row).collect()
+    }
+
+    async fn unclosed_breakers(&self) -> Result<Vec<BreakerRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM destination_breakers WHERE state <> 'closed' ORDER BY destination"
+        );
         let rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
         rows.iter().map(breaker_from_row).collect()
     }
@@ -93,7 +101,11 @@ impl DestinationStore for SqlStore {
             == 1)
     }
 
-    async fn close_breaker(&self, destination: &str) -> Result<Option<(String, u64)>, StoreError> {
+    async fn close_breaker(
+        &self,
+        destination: &str,
+        audit: Option<&NewAuditEntry>,
+    ) -> Result<Option<(String, u64)>, StoreError> {
         let now = self.engine.now_ms();
         let mut tx = self.begin_write().await?;
         let sql = format!(
@@ -129,6 +141,14 @@ impl DestinationStore for SqlStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        if let Some(audit) = audit {
+            let entry = NewAuditEntry {
+                from_status: state.clone(),
+                affected: released as i64,
+                ..audit.clone()
+            };
+            self.insert_audit(&mut *tx, &entry).await?;
+        }
         tx.commit().await?;
         Ok(Some((state, released)))
     }

@@ -241,9 +241,10 @@ pub fn fault_of(err: &sqlx::Error) -> StoreFault {
             // MySQL/MariaDB: the error number says more than the SQLSTATE.
             if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
                 return match my.number() {
-                    // Deadlock (a Galera certification conflict at COMMIT included),
-                    // lock wait timeout.
-                    1213 | 1205 => StoreFault::Conflict,
+                    // Deadlock (a Galera certification conflict at COMMIT included).
+                    1213 => StoreFault::Conflict,
+                    // Lock wait timeout: another session holds the rows.
+                    1205 => StoreFault::Locked,
                     // WSREP has not yet prepared node for application use; a Galera
                     // commit interrupted by losing the primary component.
                     1047 | 1180 => StoreFault::NoQuorum,
@@ -262,8 +263,9 @@ pub fn fault_of(err: &sqlx::Error) -> StoreFault {
                 Some("57P01") | Some("57P02") | Some("57P03") | Some("53300") | Some("55000") => {
                     StoreFault::Refusing
                 }
-                // SQLITE_BUSY / SQLITE_LOCKED: another writer holds the lock.
-                Some("5") | Some("6") => StoreFault::Conflict,
+                // SQLITE_BUSY / SQLITE_LOCKED after the busy timeout: another
+                // writer (a shell, a backup) holds the lock.
+                Some("5") | Some("6") => StoreFault::Locked,
                 _ => StoreFault::Other,
             }
         }
@@ -280,6 +282,7 @@ impl StoreError {
                 StoreFault::Other => StoreFault::Unreachable,
                 fault => fault,
             },
+            StoreError::GroupCommit { fault, .. } => *fault,
             _ => StoreFault::Other,
         }
     }

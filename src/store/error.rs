@@ -1,5 +1,7 @@
 //! Errors at the storage boundary.
 
+use super::fault::StoreFault;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(
@@ -21,9 +23,9 @@ pub enum StoreError {
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
     /// The shared transaction a write unit ran in did not commit; nothing of the
-    /// unit was kept.
-    #[error("the group commit failed: {0}")]
-    GroupCommit(String),
+    /// unit was kept. `fault` is the class of the error that stopped it.
+    #[error("the group commit failed: {why}")]
+    GroupCommit { why: String, fault: StoreFault },
 }
 
 impl StoreError {

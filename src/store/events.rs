@@ -215,6 +215,14 @@ pub enum RetryRefusal {
     NotFound(String),
     #[error("the event is {current}, not {expected}: it changed since you looked")]
     StatusChanged { current: String, expected: String },
+    /// Still in the state seen, but in a later retry cycle: someone retried it (and
+    /// it ended there again) since this operator looked.
+    #[error("the event is {current} in retry cycle {current_cycle}, not cycle {expected_cycle}: it was retried since you looked")]
+    CycleChanged {
+        current: String,
+        current_cycle: i64,
+        expected_cycle: i64,
+    },
     #[error("the event's kind is {current}, not {expected}")]
     KindMismatch { current: String, expected: String },
     #[error("a {0} event cannot be retried")]

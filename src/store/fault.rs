@@ -9,6 +9,10 @@ pub enum StoreFault {
     /// A concurrent transaction won: a deadlock, a serialization failure, or a
     /// Galera certification conflict found at COMMIT (1213). Retry.
     Conflict,
+    /// Another session holds the lock the statement waited for, past its timeout:
+    /// SQLite busy or locked, MySQL 1205 (lock wait timeout). Not a lost race: the
+    /// store is locked out, for as long as that session holds on.
+    Locked,
     /// The server cannot be reached: connection refused or lost, the pool timed out.
     Unreachable,
     /// A Galera node outside the primary component refuses reads and writes (1047).
@@ -24,6 +28,7 @@ impl StoreFault {
     pub fn as_str(self) -> &'static str {
         match self {
             StoreFault::Conflict => "conflict",
+            StoreFault::Locked => "locked",
             StoreFault::Unreachable => "unreachable",
             StoreFault::NoQuorum => "no_quorum",
             StoreFault::Refusing => "refusing",
@@ -36,6 +41,9 @@ impl StoreFault {
         match self {
             StoreFault::Conflict => {
                 "a concurrent transaction won the race (deadlock or Galera certification conflict)"
+            }
+            StoreFault::Locked => {
+                "the database is locked by another session (a lock wait timed out)"
             }
             StoreFault::Unreachable => "the database cannot be reached",
             StoreFault::NoQuorum => {
@@ -50,7 +58,10 @@ impl StoreFault {
     pub fn is_outage(self) -> bool {
         matches!(
             self,
-            StoreFault::Unreachable | StoreFault::NoQuorum | StoreFault::Refusing
+            StoreFault::Locked
+                | StoreFault::Unreachable
+                | StoreFault::NoQuorum
+                | StoreFault::Refusing
         )
     }
 }

@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use super::error::StoreError;
+use super::fault::StoreFault;
 use super::ports::{Transactions, WriteTx};
 use super::sql::SqlStore;
 
@@ -50,7 +51,30 @@ type Work = Box<
     dyn for<'a> FnOnce(&'a mut WriteTx) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> + Send,
 >;
 /// Answers a unit's caller with the group's outcome (`Err`: why it did not commit).
-type Answer = Box<dyn FnOnce(Result<(), String>) + Send>;
+type Answer = Box<dyn FnOnce(Result<(), GroupFailure>) + Send>;
+
+/// Why a group did not commit, and what class of failure that was.
+#[derive(Clone, Debug)]
+struct GroupFailure {
+    why: String,
+    fault: StoreFault,
+}
+
+impl GroupFailure {
+    fn stopped(why: &str) -> Self {
+        GroupFailure {
+            why: why.to_string(),
+            fault: StoreFault::Other,
+        }
+    }
+
+    fn into_error(self) -> StoreError {
+        StoreError::GroupCommit {
+            why: self.why,
+            fault: self.fault,
+        }
+    }
+}
 
 struct Unit {
     work: Work,
@@ -109,22 +133,22 @@ impl GroupCommitter {
                 // Rolled back alone: its own error, whatever became of the group.
                 (Some(Err(err)), _) => Err(err),
                 (Some(Ok(value)), Ok(())) => Ok(value),
-                (Some(Ok(_)), Err(why)) | (None, Err(why)) => {
-                    Err(E::from(StoreError::GroupCommit(why)))
+                (Some(Ok(_)), Err(failure)) | (None, Err(failure)) => {
+                    Err(E::from(failure.into_error()))
                 }
-                (None, Ok(())) => Err(E::from(StoreError::GroupCommit(
-                    "the unit was not run".into(),
-                ))),
+                (None, Ok(())) => Err(E::from(
+                    GroupFailure::stopped("the unit was not run").into_error(),
+                )),
             });
         });
         self.queue
             .send(Unit { work, answer })
             .await
-            .map_err(|_| E::from(StoreError::GroupCommit("the writer has stopped".into())))?;
+            .map_err(|_| E::from(GroupFailure::stopped("the writer has stopped").into_error()))?;
         replied.await.map_err(|_| {
-            E::from(StoreError::GroupCommit(
-                "the group was abandoned before it committed".into(),
-            ))
+            E::from(
+                GroupFailure::stopped("the group was abandoned before it committed").into_error(),
+            )
         })?
     }
 }
@@ -160,7 +184,12 @@ async fn commit_group(store: SqlStore, group: Vec<Unit>) {
     }
     let outcome = run_units(&store, works).await.map_err(|err| {
         tracing::warn!(error = %err, units = answers.len(), "a group commit failed; none of its units is acknowledged");
-        err.to_string()
+        // The class travels with it: a locked or lost store is an outage to every
+        // caller of the group, not an anonymous 500.
+        GroupFailure {
+            why: err.to_string(),
+            fault: err.fault(),
+        }
     });
     for answer in answers {
         answer(outcome.clone());

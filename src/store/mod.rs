@@ -3,6 +3,7 @@
 //! [`engine`]; everything else is written once.
 
 mod approvals;
+mod audit;
 mod deliveries;
 mod destinations;
 pub mod engine;

@@ -17,7 +17,9 @@ use super::events::{
     FailedEvent, NewEvent, OutboxStats, RetryRefusal, Settle, Settlement, StatsRow, LIVE_STATES,
     SETTLED_STATES,
 };
-use super::ports::{ClaimRequest, ManualRetry, OutboxStore, SweepReport, Transactions, WriteTx};
+use super::ports::{
+    ClaimRequest, ManualRetry, NewAuditEntry, OutboxStore, SweepReport, Transactions, WriteTx,
+};
 use super::row::{int, opt_int, opt_text, text};
 use super::sql::SqlStore;
 
@@ -458,6 +460,77 @@ impl SqlStore {
     }
 }
 
+impl SqlStore {
+    /// One manual retry's compare-and-set inside `tx` (with its own audit row when
+    /// `request.audit`); a refusal changes nothing and says why.
+    async fn retry_in(
+        &self,
+        tx: &mut WriteTx,
+        request: &ManualRetry,
+    ) -> Result<Result<(), RetryRefusal>, StoreError> {
+        let expected = request.expected_status;
+        match expected {
+            DeliveryStatus::Failed | DeliveryStatus::Skipped => {}
+            DeliveryStatus::Uncertain if request.allow_uncertain => {}
+            DeliveryStatus::Uncertain => {
+                return Ok(Err(RetryRefusal::UncertainNeedsAcknowledgement))
+            }
+            other => return Ok(Err(RetryRefusal::NotRetryable(other.as_str().to_string()))),
+        }
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "UPDATE outbox_events SET status = 'pending', cycle = cycle + 1, cycle_attempts = 0, \
+             next_attempt_at = {now}, lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, \
+             failed_at = NULL, alerted_at = NULL, uncertain_at = NULL, max_attempts = ?, updated_at = {now} \
+             WHERE event_id = ? AND kind = ? AND status = ?{}",
+            if request.expected_cycle.is_some() { " AND cycle = ?" } else { "" }
+        );
+        let sql = self.engine.sql(&sql);
+        let mut update = sqlx::query(&sql)
+            .bind(i64::from(request.max_attempts.max(1)))
+            .bind(&request.event_id)
+            .bind(&request.kind)
+            .bind(expected.as_str());
+        if let Some(cycle) = request.expected_cycle {
+            update = update.bind(cycle);
+        }
+        let affected = update.execute(&mut **tx).await?.rows_affected();
+        if affected == 0 {
+            // Read inside `tx`: on SQLite the pool's one connection is `tx`'s.
+            let current = self.fetch_event(&mut **tx, &request.event_id).await?;
+            return Ok(Err(match current {
+                None => RetryRefusal::NotFound(request.event_id.clone()),
+                Some(event) if event.kind != request.kind => RetryRefusal::KindMismatch {
+                    current: event.kind,
+                    expected: request.kind.clone(),
+                },
+                Some(event) if event.status != expected => RetryRefusal::StatusChanged {
+                    current: event.status.as_str().to_string(),
+                    expected: expected.as_str().to_string(),
+                },
+                Some(event) => RetryRefusal::CycleChanged {
+                    current: event.status.as_str().to_string(),
+                    current_cycle: event.cycle,
+                    expected_cycle: request.expected_cycle.unwrap_or(event.cycle),
+                },
+            }));
+        }
+        if request.audit {
+            let entry = NewAuditEntry {
+                subject: request.event_id.clone(),
+                action: "retry".into(),
+                actor: request.actor.clone(),
+                from_status: expected.as_str().to_string(),
+                acknowledged_duplicate_risk: request.allow_uncertain
+                    && expected == DeliveryStatus::Uncertain,
+                affected: 1,
+            };
+            self.insert_audit(&mut **tx, &entry).await?;
+        }
+        Ok(Ok(()))
+    }
+}
+
 #[async_trait]
 impl OutboxStore for SqlStore {
     async fn enqueue_all_in(
@@ -627,18 +700,20 @@ impl OutboxStore for SqlStore {
         Ok(accepted)
     }
 
+    // The sweep drops the lease token: the worker that held it may still settle
+    // late, and its settlement must be refused, not taken for a replay.
     async fn sweep_expired(
         &self,
         limit: u32,
         dead_letter: Option<&DeadLetterNotifier>,
-    ) -> Result<SweepReport, StoreError> {
-        let mut report = SweepReport::default();
+        report: &mut SweepReport,
+    ) -> Result<(), StoreError> {
         let now = self.engine.now_ms();
         for (event_id, kind, token) in self.sweep_candidates("redeliverable = 0", limit).await? {
             let sql = format!(
                 "UPDATE outbox_events SET status = 'uncertain', uncertain_at = {now}, \
                  last_error = 'the lease expired while the delivery was in flight; its outcome is unknown', \
-                 lease_expires_at = NULL, updated_at = {now} \
+                 lease_token = NULL, lease_expires_at = NULL, updated_at = {now} \
                  WHERE event_id = ? AND lease_token = ? AND status = 'processing' AND lease_expires_at <= {now}"
             );
             let affected = sqlx::query(&self.engine.sql(&sql))
@@ -659,7 +734,7 @@ impl OutboxStore for SqlStore {
             let reason = "the lease expired on the cycle's last attempt";
             let sql = format!(
                 "UPDATE outbox_events SET status = 'failed', failed_at = {now}, alerted_at = {now}, \
-                 last_error = ?, lease_expires_at = NULL, dead_letter_id = ?, updated_at = {now} \
+                 last_error = ?, lease_token = NULL, lease_expires_at = NULL, dead_letter_id = ?, updated_at = {now} \
                  WHERE event_id = ? AND lease_token = ? AND status = 'processing' AND lease_expires_at <= {now}"
             );
             let affected = sqlx::query(&self.engine.sql(&sql))
@@ -694,71 +769,50 @@ impl OutboxStore for SqlStore {
                 tx.rollback().await?;
             }
         }
-        Ok(report)
+        Ok(())
     }
 
     async fn retry_event(
         &self,
         request: &ManualRetry,
     ) -> Result<Result<(), RetryRefusal>, StoreError> {
-        let expected = request.expected_status;
-        match expected {
-            DeliveryStatus::Failed | DeliveryStatus::Skipped => {}
-            DeliveryStatus::Uncertain if request.allow_uncertain => {}
-            DeliveryStatus::Uncertain => {
-                return Ok(Err(RetryRefusal::UncertainNeedsAcknowledgement))
-            }
-            other => return Ok(Err(RetryRefusal::NotRetryable(other.as_str().to_string()))),
-        }
-        let now = self.engine.now_ms();
         let mut tx = self.begin_write().await?;
-        let sql = format!(
-            "UPDATE outbox_events SET status = 'pending', cycle = cycle + 1, cycle_attempts = 0, \
-             next_attempt_at = {now}, lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, \
-             failed_at = NULL, alerted_at = NULL, uncertain_at = NULL, max_attempts = ?, updated_at = {now} \
-             WHERE event_id = ? AND kind = ? AND status = ?"
-        );
-        let affected = sqlx::query(&self.engine.sql(&sql))
-            .bind(i64::from(request.max_attempts.max(1)))
-            .bind(&request.event_id)
-            .bind(&request.kind)
-            .bind(expected.as_str())
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        if affected == 0 {
-            tx.rollback().await?;
-            let current = self.get_event(&request.event_id).await?;
-            return Ok(Err(match current {
-                None => RetryRefusal::NotFound(request.event_id.clone()),
-                Some(event) if event.kind != request.kind => RetryRefusal::KindMismatch {
-                    current: event.kind,
-                    expected: request.kind.clone(),
-                },
-                Some(event) => RetryRefusal::StatusChanged {
-                    current: event.status.as_str().to_string(),
-                    expected: expected.as_str().to_string(),
-                },
-            }));
+        let outcome = self.retry_in(&mut tx, request).await?;
+        match outcome {
+            Ok(()) => tx.commit().await?,
+            Err(_) => tx.rollback().await?,
         }
-        if request.audit {
-            let sql = format!(
-                "INSERT INTO outbox_audit (id, event_id, action, actor, from_status, acknowledged_duplicate_risk, at) \
-                 VALUES (?, ?, 'retry', ?, ?, ?, {now})"
-            );
-            sqlx::query(&self.engine.sql(&sql))
-                .bind(uuid::Uuid::now_v7().to_string())
-                .bind(&request.event_id)
-                .bind(&request.actor)
-                .bind(expected.as_str())
-                .bind(i64::from(
-                    request.allow_uncertain && expected == DeliveryStatus::Uncertain,
-                ))
-                .execute(&mut *tx)
-                .await?;
+        Ok(outcome)
+    }
+
+    async fn retry_events_audited(
+        &self,
+        retries: &[ManualRetry],
+        audit: &NewAuditEntry,
+    ) -> Result<Vec<Result<(), RetryRefusal>>, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let mut outcomes = Vec::with_capacity(retries.len());
+        let mut retried = 0;
+        let mut acknowledged = false;
+        for request in retries {
+            let outcome = self.retry_in(&mut tx, request).await?;
+            if outcome.is_ok() {
+                retried += 1;
+                acknowledged |=
+                    request.allow_uncertain && request.expected_status == DeliveryStatus::Uncertain;
+            }
+            outcomes.push(outcome);
+        }
+        if retried > 0 {
+            let entry = NewAuditEntry {
+                affected: retried,
+                acknowledged_duplicate_risk: acknowledged,
+                ..audit.clone()
+            };
+            self.insert_audit(&mut *tx, &entry).await?;
         }
         tx.commit().await?;
-        Ok(Ok(()))
+        Ok(outcomes)
     }
 
     async fn get_event(&self, event_id: &str) -> Result<Option<EventRecord>, StoreError> {

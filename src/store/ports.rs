@@ -142,13 +142,15 @@ pub trait SessionRepository: Send + Sync {
         data: &str,
         expires_at_ms: i64,
     ) -> Result<bool, StoreError>;
-    /// Inserts or replaces a session's serialized data.
+    /// Replaces an existing session's serialized data and expiry; `false` when
+    /// there is no such session. It never inserts: a request that loaded a session
+    /// before its sign-out must not bring it back by saving it afterwards.
     async fn save_session(
         &self,
         id: &str,
         data: &str,
         expires_at_ms: i64,
-    ) -> Result<(), StoreError>;
+    ) -> Result<bool, StoreError>;
     /// An unexpired session's data and expiry (epoch milliseconds).
     async fn load_session(&self, id: &str) -> Result<Option<(String, i64)>, StoreError>;
     async fn delete_session(&self, id: &str) -> Result<(), StoreError>;
@@ -177,6 +179,9 @@ pub struct ManualRetry {
     pub event_id: String,
     pub kind: String,
     pub expected_status: vocab::DeliveryStatus,
+    /// The retry cycle the operator saw; `None` compares the status only (API
+    /// clients that do not send it).
+    pub expected_cycle: Option<i64>,
     pub allow_uncertain: bool,
     pub actor: String,
     /// Sending attempts of the new cycle (the kind's current policy).
@@ -254,17 +259,31 @@ pub trait OutboxStore: Transactions {
     ) -> Result<u64, StoreError>;
     /// Writes finished attempts in one transaction; `false` where the lease was lost.
     async fn settle(&self, batch: &[super::events::Settlement]) -> Result<Vec<bool>, StoreError>;
-    /// Moves expired in-flight leases that must not be resent to `uncertain` or `failed`.
+    /// Moves expired in-flight leases that must not be resent to `uncertain` or
+    /// `failed`, each row committed alone and added to `report` as it commits: a
+    /// store error part-way still leaves in `report` every change it made, so
+    /// their alerts are not lost with the error.
     async fn sweep_expired(
         &self,
         limit: u32,
         dead_letter: Option<&super::events::DeadLetterNotifier>,
-    ) -> Result<SweepReport, StoreError>;
+        report: &mut SweepReport,
+    ) -> Result<(), StoreError>;
     /// Manual retry; the inner error says why it was refused.
     async fn retry_event(
         &self,
         request: &ManualRetry,
     ) -> Result<Result<(), super::events::RetryRefusal>, StoreError>;
+    /// Retries each of `retries` as [`OutboxStore::retry_event`] does (each its own
+    /// compare-and-set) in one transaction together with the one audit row `audit`
+    /// records them under: its `affected` and `acknowledged_duplicate_risk` are set
+    /// to what this call retried, and no row is written when it retried none. A
+    /// store error rolls all of it back, so no retry goes unaudited.
+    async fn retry_events_audited(
+        &self,
+        retries: &[ManualRetry],
+        audit: &NewAuditEntry,
+    ) -> Result<Vec<Result<(), super::events::RetryRefusal>>, StoreError>;
     async fn get_event(
         &self,
         event_id: &str,
@@ -390,6 +409,9 @@ pub struct BreakerRecord {
 pub trait DestinationStore: Send + Sync {
     /// Every destination that has a breaker row.
     async fn breakers(&self) -> Result<Vec<BreakerRecord>, StoreError>;
+    /// The breakers that are not closed (what every node's sync reads: as many as
+    /// there are sick destinations, not every destination ever seen).
+    async fn unclosed_breakers(&self) -> Result<Vec<BreakerRecord>, StoreError>;
     /// Opens (or reopens) the breaker with a probe `open_ms` from now, and pushes
     /// the destination's pending events to that probe time; returns the row.
     async fn open_breaker(
@@ -404,8 +426,14 @@ pub trait DestinationStore: Send + Sync {
     async fn start_probe(&self, destination: &str, stale_ms: i64) -> Result<bool, StoreError>;
     /// Closes the breaker and makes the destination's waiting events due now.
     /// Returns the state it was in (None: no such breaker, or already closed)
-    /// and how many events were released.
-    async fn close_breaker(&self, destination: &str) -> Result<Option<(String, u64)>, StoreError>;
+    /// and how many events were released. An operator's close is audited in the
+    /// same transaction: `audit`, its `from_status` and `affected` set to what the
+    /// close found and released.
+    async fn close_breaker(
+        &self,
+        destination: &str,
+        audit: Option<&NewAuditEntry>,
+    ) -> Result<Option<(String, u64)>, StoreError>;
 }
 
 /// One record as stored.

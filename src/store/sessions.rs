@@ -39,18 +39,17 @@ impl SessionRepository for SqlStore {
         id: &str,
         data: &str,
         expires_at_ms: i64,
-    ) -> Result<(), StoreError> {
-        let sql = format!(
-            "INSERT INTO sessions (id, data, expires_at) VALUES (?, ?, ?) {}",
-            self.engine.upsert_tail("id", &["data", "expires_at"])
-        );
-        sqlx::query(&self.engine.sql(&sql))
-            .bind(id)
+    ) -> Result<bool, StoreError> {
+        let sql = "UPDATE sessions SET data = ?, expires_at = ? WHERE id = ?";
+        let updated = sqlx::query(&self.engine.sql(sql))
             .bind(data)
             .bind(expires_at_ms)
+            .bind(id)
             .execute(&self.pool)
-            .await?;
-        Ok(())
+            .await?
+            .rows_affected();
+        // (sqlx asks MySQL for found rows, so an unchanged save still counts 1.)
+        Ok(updated == 1)
     }
 
     async fn load_session(&self, id: &str) -> Result<Option<(String, i64)>, StoreError> {

@@ -52,13 +52,7 @@ impl StatusFault {
                 self.condition("OLD", "NEW")
             )],
         };
-        for sql in statements {
-            store
-                .pool()
-                .execute(sql.as_str())
-                .await
-                .expect("install the fault");
-        }
+        install_all(store, &statements).await;
     }
 
     pub async fn remove(&self, store: &SqlStore) {
@@ -72,5 +66,49 @@ impl StatusFault {
             .execute(sql.as_str())
             .await
             .expect("remove the fault");
+    }
+}
+
+/// A trigger that makes every insert into `table` fail.
+pub struct InsertFault {
+    pub name: &'static str,
+    pub table: &'static str,
+}
+
+impl InsertFault {
+    pub async fn install(&self, store: &SqlStore) {
+        let (name, table) = (self.name, self.table);
+        let statements = match store.engine() {
+            Engine::Sqlite => vec![format!(
+                "CREATE TRIGGER {name} BEFORE INSERT ON {table} \
+                 BEGIN SELECT RAISE(ABORT, 'injected fault'); END"
+            )],
+            Engine::Postgres => vec![
+                format!(
+                    "CREATE FUNCTION {name}() RETURNS trigger AS $$ BEGIN \
+                     RAISE EXCEPTION 'injected fault'; END $$ LANGUAGE plpgsql"
+                ),
+                format!(
+                    "CREATE TRIGGER {name} BEFORE INSERT ON {table} \
+                     FOR EACH ROW EXECUTE FUNCTION {name}()"
+                ),
+            ],
+            Engine::MySql => vec![format!(
+                "CREATE TRIGGER {name} BEFORE INSERT ON {table} FOR EACH ROW \
+                 SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected fault'"
+            )],
+        };
+        install_all(store, &statements).await;
+    }
+}
+
+/// Runs a fault's statements (a trigger, and on PostgreSQL its function).
+async fn install_all(store: &SqlStore, statements: &[String]) {
+    for sql in statements {
+        store
+            .pool()
+            .execute(sql.as_str())
+            .await
+            .expect("install the fault");
     }
 }

@@ -88,34 +88,41 @@ pub async fn seeded(
 }
 
 /// `herald serve` on `db` with the routes of `config`; `http_timeout_ms` is how long
-/// a send may go unanswered.
+/// a send may go unanswered; `extra` flags (flag, value pairs) replace the defaults.
 pub async fn spawn(
     db: &TestDb,
     config: &tempfile::NamedTempFile,
     http_timeout_ms: &str,
+    extra: &[&str],
 ) -> (HeraldProcess, String) {
     let config = config.path().display().to_string();
-    let mut herald = HeraldProcess::spawn(
-        &db.url,
-        &[
-            "--config",
-            &config,
-            "--destination-allowlist",
-            "127.0.0.0/8",
-            "--http-timeout-ms",
-            http_timeout_ms,
-            "--breaker-failures",
-            "5",
-            "--breaker-open-ms",
-            "2000",
-            "--initial-backoff-ms",
-            "500",
-            "--max-backoff-ms",
-            "4000",
-            "--maintenance-interval-ms",
-            "500",
-        ],
-    );
+    let mut args = vec![
+        "--config",
+        &config,
+        "--destination-allowlist",
+        "127.0.0.0/8",
+        "--http-timeout-ms",
+        http_timeout_ms,
+        "--breaker-failures",
+        "5",
+        "--breaker-open-ms",
+        "2000",
+        "--initial-backoff-ms",
+        "500",
+        "--max-backoff-ms",
+        "4000",
+        "--maintenance-interval-ms",
+        "500",
+    ];
+    // A flag in `extra` (flag, value pairs) replaces the same flag above: clap
+    // refuses a flag given twice.
+    for pair in extra.chunks(2) {
+        if let Some(at) = args.iter().position(|a| *a == pair[0]) {
+            args.drain(at..at + 2);
+        }
+        args.extend_from_slice(pair);
+    }
+    let mut herald = HeraldProcess::spawn(&db.url, &args);
     let base = herald.ready().await;
     (herald, base)
 }

@@ -83,3 +83,17 @@ pub fn settlement(event: &ClaimedEvent, settle: Settle) -> Settlement {
         dead_letter_event: None,
     }
 }
+
+/// One sweep of expired leases (up to 100), as maintenance runs it; panics on a
+/// store error.
+pub async fn sweep(
+    store: &SqlStore,
+    dead_letter: Option<&herald::outbox::model::DeadLetterNotifier>,
+) -> herald::store::ports::SweepReport {
+    let mut report = herald::store::ports::SweepReport::default();
+    store
+        .sweep_expired(100, dead_letter, &mut report)
+        .await
+        .expect("sweep");
+    report
+}

@@ -66,10 +66,10 @@ pub async fn replay_shelf() -> Result<ReplayShelfView, ServerFnError> {
 }
 
 #[server(prefix = "/console-api", endpoint = "replay-retry")]
-pub async fn retry_replay(event_id: String) -> Result<(), ServerFnError> {
+pub async fn retry_replay(event_id: String, expected_cycle: i64) -> Result<(), ServerFnError> {
     let viewer = server::viewer();
     server::port()?
-        .retry_replay(viewer.as_ref(), &event_id)
+        .retry_replay(viewer.as_ref(), &event_id, expected_cycle)
         .await
         .map_err(server::fail)
 }

@@ -52,6 +52,8 @@ pub struct FailedReplayRow {
     pub event_id: String,
     pub approval_id: String,
     pub attempts: i64,
+    /// Its retry cycle, sent back with a retry (compared with its status).
+    pub cycle: i64,
     pub last_error: Option<String>,
     pub failed_at: Option<String>,
 }
@@ -60,7 +62,11 @@ pub struct FailedReplayRow {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReplayShelfView {
     pub counts: Vec<(String, i64)>,
+    /// Only for viewers with `data:read`; others see the counts.
     pub failed: Vec<FailedReplayRow>,
+    /// Whether the viewer may see the failed rows at all.
+    #[serde(default)]
+    pub rows_visible: bool,
     pub can_retry: bool,
     /// Why there is no shelf on this store (no durable outbox), or `None`.
     #[serde(default)]

@@ -94,8 +94,13 @@ pub struct BulkPreview {
     /// Retryable deliveries matching (failed, skipped, and uncertain ones), up to
     /// the cap plus one.
     pub matching: u32,
-    /// How many of them are `uncertain` (retried only with the acknowledgement).
+    /// How many of them are `uncertain` (retried only with the acknowledgement),
+    /// up to the cap plus one.
     pub uncertain: u32,
+    /// How many are retryable without the acknowledgement (failed and skipped),
+    /// counted on their own up to the cap plus one: what a retry without
+    /// `uncertain` ones would take (the two capped counts cannot be subtracted).
+    pub without_uncertain: u32,
     /// More match than one action retries; the rest need another action.
     pub capped: bool,
     /// The most one action retries.
@@ -147,6 +152,9 @@ pub struct RetryCommand {
     pub event_id: String,
     pub kind: String,
     pub expected_status: DeliveryStatus,
+    /// The retry cycle the operator saw: a delivery someone else retried since is
+    /// refused, even when it is back in the same state.
+    pub expected_cycle: i64,
     /// The operator acknowledged the duplicate risk of an `uncertain` delivery.
     pub allow_uncertain: bool,
 }

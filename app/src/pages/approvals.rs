@@ -234,7 +234,13 @@ fn Shelf(shelf: ReplayShelfView, retry: ServerAction<RetryReplay>) -> AnyView {
         <section class="panel" data-testid="replay-shelf">
             <h2>"Recall field-update replay"</h2>
             <p class="muted" data-testid="replay-counts">{counts}</p>
-            {if shelf.failed.is_empty() {
+            {if !shelf.rows_visible {
+                view! {
+                    <p class="muted" data-testid="replay-rows-hidden">
+                        "Failed replay rows carry record data: they are shown with the data:read permission."
+                    </p>
+                }.into_any()
+            } else if shelf.failed.is_empty() {
                 view! { <p class="muted">"No failed replays."</p> }.into_any()
             } else {
                 view! {
@@ -242,7 +248,7 @@ fn Shelf(shelf: ReplayShelfView, retry: ServerAction<RetryReplay>) -> AnyView {
                         <thead><tr><th>"Event"</th><th>"Approval"</th><th>"Attempts"</th><th>"Error"</th><th></th></tr></thead>
                         <tbody>
                             {shelf.failed.into_iter().map(|row| {
-                                let event_id = row.event_id.clone();
+                                let (event_id, cycle) = (row.event_id.clone(), row.cycle);
                                 view! {
                                     <tr data-testid="failed-replay">
                                         <td class="mono">{row.event_id.clone()}</td>
@@ -251,7 +257,7 @@ fn Shelf(shelf: ReplayShelfView, retry: ServerAction<RetryReplay>) -> AnyView {
                                         <td class="muted">{row.last_error.unwrap_or_default()}</td>
                                         <td>{can_retry.then(|| view! {
                                             <button class="button" data-testid="retry-replay"
-                                                on:click=move |_| { retry.dispatch(RetryReplay { event_id: event_id.clone() }); }>
+                                                on:click=move |_| { retry.dispatch(RetryReplay { event_id: event_id.clone(), expected_cycle: cycle }); }>
                                                 "Retry"
                                             </button>
                                         })}</td>

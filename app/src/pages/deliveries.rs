@@ -262,13 +262,11 @@ fn BulkRetry(query: Memo<DeliveryQuery>, on_done: Callback<()>) -> impl IntoView
     let confirm = move |preview: &BulkPreview| {
         let ack = include_uncertain.get();
         let count = if ack {
-            preview.matching.min(preview.cap)
+            preview.matching
         } else {
-            preview
-                .matching
-                .saturating_sub(preview.uncertain)
-                .min(preview.cap)
-        };
+            preview.without_uncertain
+        }
+        .min(preview.cap);
         (count, ack)
     };
     view! {

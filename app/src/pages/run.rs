@@ -265,6 +265,7 @@ fn DeliveryCard(
                     event_id: delivery.event_id.clone(),
                     kind: delivery.kind.clone(),
                     expected_status: delivery.status,
+                    expected_cycle: delivery.cycle,
                     allow_uncertain: false,
                 });
             }
@@ -395,6 +396,7 @@ fn UncertainDialog(
                     event_id: delivery.event_id.clone(),
                     kind: delivery.kind.clone(),
                     expected_status: DeliveryStatus::Uncertain,
+                    expected_cycle: delivery.cycle,
                     allow_uncertain: true,
                 });
             }

@@ -138,6 +138,7 @@ impl ApprovalsPort for ApprovalsConsole {
                 return Ok(ReplayShelfView {
                     counts: Vec::new(),
                     failed: Vec::new(),
+                    rows_visible: false,
                     can_retry: false,
                     unavailable: Some(err.to_string()),
                 })
@@ -146,6 +147,7 @@ impl ApprovalsPort for ApprovalsConsole {
         };
         Ok(ReplayShelfView {
             unavailable: None,
+            rows_visible: status.rows_visible,
             counts: status
                 .counts
                 .into_iter()
@@ -158,6 +160,7 @@ impl ApprovalsPort for ApprovalsConsole {
                     event_id: f.event_id,
                     approval_id: f.approval_id,
                     attempts: f.attempts,
+                    cycle: f.cycle,
                     last_error: f.last_error,
                     failed_at: f.failed_at,
                 })
@@ -170,6 +173,7 @@ impl ApprovalsPort for ApprovalsConsole {
         &self,
         viewer: Option<&Viewer>,
         event_id: &str,
+        expected_cycle: i64,
     ) -> Result<(), ConsoleError> {
         self.deliveries
             .retry(
@@ -178,6 +182,7 @@ impl ApprovalsPort for ApprovalsConsole {
                 RetryRequest {
                     kind: kinds::FIELD_UPDATE.to_string(),
                     expected_status: DeliveryStatus::Failed,
+                    expected_cycle: Some(expected_cycle),
                     allow_uncertain: false,
                 },
             )

@@ -70,6 +70,7 @@ impl ConsolePort for Console {
         let request = RetryRequest {
             kind: command.kind,
             expected_status: command.expected_status,
+            expected_cycle: Some(command.expected_cycle),
             allow_uncertain: command.allow_uncertain,
         };
         self.deliveries

@@ -69,13 +69,17 @@ async fn sessions_upsert_expire_and_delete(db: &TestDb) {
         !store.create_session("s1", "{}", far).await.unwrap(),
         "ids never collide silently"
     );
-    store.save_session("s1", "{\"a\":1}", far).await.unwrap();
-    store.save_session("s1", "{\"a\":2}", far).await.unwrap();
+    assert!(store.save_session("s1", "{\"a\":1}", far).await.unwrap());
+    assert!(store.save_session("s1", "{\"a\":2}", far).await.unwrap());
+    assert!(
+        store.save_session("s1", "{\"a\":2}", far).await.unwrap(),
+        "an unchanged save still finds its session"
+    );
     assert_eq!(
         store.load_session("s1").await.unwrap(),
         Some(("{\"a\":2}".to_string(), far))
     );
-    store.save_session("old", "{}", 1_000).await.unwrap();
+    assert!(store.create_session("old", "{}", 1_000).await.unwrap());
     assert_eq!(
         store.load_session("old").await.unwrap(),
         None,
@@ -84,5 +88,12 @@ async fn sessions_upsert_expire_and_delete(db: &TestDb) {
     assert_eq!(store.delete_expired_sessions().await.unwrap(), 1);
     store.delete_session("s1").await.unwrap();
     assert_eq!(store.load_session("s1").await.unwrap(), None);
+    // A request that loaded the session before its sign-out saves it afterwards.
+    assert!(!store.save_session("s1", "{\"a\":3}", far).await.unwrap());
+    assert_eq!(
+        store.load_session("s1").await.unwrap(),
+        None,
+        "a deleted session stays deleted"
+    );
     store.close().await;
 }

@@ -47,6 +47,7 @@ testkit::contract_tests!(
     a_recall_whose_enqueue_fails_rolls_back,
     a_failed_replay_is_retried_through_the_one_retry_entry_point,
     a_claimed_prompt_of_a_decided_approval_is_skipped_by_its_handler,
+    a_prompt_whose_route_was_removed_fails_with_a_clear_error,
     a_replay_whose_last_lease_expires_is_failed_by_the_sweep_and_counted,
     nodes_loading_the_same_definition_at_once_agree_on_one_version,
 );
@@ -260,6 +261,33 @@ impl Fixture {
         event
     }
 
+    /// `prompt` handled by the approvals' prompt handler, as if a worker had just
+    /// claimed it (its first attempt).
+    async fn handle_prompt(&self, prompt: &EventRecord) -> herald::outbox::handler::Outcome {
+        use herald::outbox::handler::Handler;
+        let (delivery, _) = herald::runtime::delivery_handler(&self.settings).unwrap();
+        let handler = herald::approvals::prompts::PromptHandler {
+            store: std::sync::Arc::new(self.store.clone()),
+            delivery,
+        };
+        let claimed = herald::outbox::model::ClaimedEvent {
+            event_id: prompt.event_id.clone(),
+            source: prompt.source.clone(),
+            kind: prompt.kind.clone(),
+            parent_type: prompt.parent_type.clone(),
+            parent_id: prompt.parent_id.clone(),
+            payload: prompt.payload.clone(),
+            redeliverable: prompt.redeliverable,
+            attempts: 1,
+            cycle: 1,
+            cycle_attempts: 1,
+            max_attempts: prompt.max_attempts,
+            lease_token: "t".into(),
+            destination: None,
+        };
+        handler.handle(&claimed).await
+    }
+
     async fn close(self) {
         self.store.close().await;
     }
@@ -391,16 +419,33 @@ async fn a_pending_replay_drains_after_a_restart(db: &TestDb) {
 }
 
 async fn a_failing_replay_retries_to_exhaustion_and_is_shelved_with_alerted_at(db: &TestDb) {
+    let logs = testkit::logs::capture();
     let f = fixture(db).await;
-    let (account, _deal, approval) = f.submitted().await;
+    let (account, deal, approval) = f.submitted().await;
     f.approvals.recall(Some(&alice()), &approval).await.unwrap();
-    // The frozen target disappears: every replay attempt fails.
+    // The frozen target of instruction 2 disappears: every replay attempt fails
+    // after instruction 1 (the opportunity's own Stage) was applied in its pass.
     f.exec("DELETE FROM records WHERE id = ?", &account).await;
     let event_id = f.replay_event(&approval).await.event_id;
     let failed = f
         .replay_until(&f.store, &event_id, DeliveryStatus::Failed)
         .await;
     assert_eq!(failed.attempts, 3, "replay_max_attempts = 3");
+    // Seed 000 Worker Design §4: one transaction per replay, so instruction 1 was
+    // rolled back with the failure, three times.
+    assert_eq!(
+        f.field(&deal, "Stage").await,
+        "Negotiation",
+        "instruction 1 rolled back"
+    );
+    assert_eq!(f.version(&deal).await, 1, "never written");
+    let alerts = logs.lines_with(&event_id);
+    assert!(
+        alerts
+            .iter()
+            .any(|line| line.contains("ERROR") && line.contains("OPERATOR_ALERT")),
+        "the exhaustion is an OPERATOR_ALERT naming the event: {alerts:?}"
+    );
     assert!(failed.failed_at.is_some());
     assert!(failed.alerted_at.is_some());
     assert!(
@@ -432,7 +477,12 @@ async fn a_failing_replay_retries_to_exhaustion_and_is_shelved_with_alerted_at(d
         .replay_status(Some(&viewer("rita", Role::Reader)))
         .await
         .unwrap();
-    assert!(redacted.failed[0].payload.is_none(), "readers do not");
+    assert!(
+        redacted.failed.is_empty() && !redacted.rows_visible,
+        "readers see counts only (DESIGN §7: replay rows need data:read)"
+    );
+    assert_eq!(redacted.counts, shelf.counts);
+    assert!(shelf.rows_visible);
     assert!(shelf
         .counts
         .iter()
@@ -555,6 +605,17 @@ async fn submit_commits_the_prompt_with_the_approval(db: &TestDb) {
     assert_eq!(prompt.kind, kinds::APPROVAL_PROMPT);
     assert_eq!(prompt.status, DeliveryStatus::Pending);
     assert_eq!(prompt.parent_id, approval);
+    // Held to its destination's cap and breaker: its route's origin is stored with
+    // it, though the URL is nested in the prompt's payload (issue 19).
+    let sql =
+        format!("SELECT destination FROM outbox_events WHERE event_id = 'approval_{approval}'");
+    let row = sqlx::query(&sql).fetch_one(f.store.pool()).await.unwrap();
+    assert_eq!(
+        herald::store::row::opt_text(&row, "destination")
+            .unwrap()
+            .as_deref(),
+        Some("https://approvals.example.com")
+    );
     let detail = f.approvals.get(Some(&alice()), &approval).await.unwrap();
     assert_eq!(detail.approval.status.as_str(), "pending");
     assert_eq!(detail.nodes.len(), 1);
@@ -867,6 +928,7 @@ async fn a_failed_replay_is_retried_through_the_one_retry_entry_point(db: &TestD
     let retry = || RetryRequest {
         kind: kinds::FIELD_UPDATE.into(),
         expected_status: DeliveryStatus::Failed,
+        expected_cycle: None,
         allow_uncertain: false,
     };
     let reader = deliveries
@@ -888,8 +950,7 @@ async fn a_failed_replay_is_retried_through_the_one_retry_entry_point(db: &TestD
 }
 
 async fn a_claimed_prompt_of_a_decided_approval_is_skipped_by_its_handler(db: &TestDb) {
-    use herald::outbox::handler::{Handler, Outcome};
-    use herald::outbox::model::ClaimedEvent;
+    use herald::outbox::handler::Outcome;
     let f = fixture(db).await;
     let (_account, _deal, approval) = f.submitted().await;
     let prompt = f
@@ -900,29 +961,55 @@ async fn a_claimed_prompt_of_a_decided_approval_is_skipped_by_its_handler(db: &T
         .unwrap();
     // As if a worker had claimed the prompt just before the decision committed.
     f.approvals.reject(Some(&boss()), &approval).await.unwrap();
-    let (delivery, _) = herald::runtime::delivery_handler(&f.settings).unwrap();
-    let handler = herald::approvals::prompts::PromptHandler {
-        store: std::sync::Arc::new(f.store.clone()),
-        delivery,
-    };
-    let claimed = ClaimedEvent {
-        event_id: prompt.event_id.clone(),
-        source: prompt.source.clone(),
-        kind: prompt.kind.clone(),
-        parent_type: prompt.parent_type.clone(),
-        parent_id: prompt.parent_id.clone(),
-        payload: prompt.payload.clone(),
-        redeliverable: prompt.redeliverable,
-        attempts: 1,
-        cycle: 1,
-        cycle_attempts: 1,
-        max_attempts: prompt.max_attempts,
-        lease_token: "t".into(),
-        destination: None,
-    };
-    match handler.handle(&claimed).await {
+    match f.handle_prompt(&prompt).await {
         Outcome::Skipped { reason } => assert!(reason.contains("rejected"), "{reason}"),
         other => panic!("a decided approval's prompt must be skipped, not {other:?}"),
+    }
+    f.close().await;
+}
+
+/// A definition stored while its step's route existed, and a config that no longer
+/// has it: the prompt is still recorded, and fails with an error that names the
+/// route, as a run's delivery to a removed route does (issue 19).
+async fn a_prompt_whose_route_was_removed_fails_with_a_clear_error(db: &TestDb) {
+    use herald::outbox::handler::Outcome;
+    let f = fixture(db).await;
+    let mut gone = deal_definition();
+    gone.id = "deal-gone".into();
+    gone.steps[0].route = Some("removed-route".into());
+    // As stored back when the route was configured (the service checks routes).
+    f.store.put_definition(&gone, "config").await.unwrap();
+    let deal = f
+        .record(
+            "Opportunity",
+            json!({ "Name": "Orphan deal", "Stage": "Negotiation" }),
+        )
+        .await;
+    let approval = f
+        .approvals
+        .submit(
+            Some(&alice()),
+            SubmitRequest {
+                definition_id: "deal-gone".into(),
+                record_id: deal,
+            },
+        )
+        .await
+        .unwrap();
+    let prompt = f
+        .store
+        .get_event(&format!("approval_{}", approval.id))
+        .await
+        .unwrap()
+        .expect("the prompt is recorded, not silently skipped");
+    match f.handle_prompt(&prompt).await {
+        Outcome::Permanent { error, .. } => {
+            assert!(
+                error.contains("\"removed-route\" was not configured"),
+                "{error}"
+            )
+        }
+        other => panic!("a prompt to a removed route must fail, not {other:?}"),
     }
     f.close().await;
 }

@@ -277,6 +277,7 @@ async fn the_audit_trail_records_actor_state_and_acknowledgement_newest_first(db
         event_id: id.into(),
         kind: "test".into(),
         expected_status: status,
+        expected_cycle: None,
         allow_uncertain: ack,
         actor: actor.into(),
         max_attempts: 6,

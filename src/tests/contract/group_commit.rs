@@ -109,7 +109,7 @@ async fn a_failed_commit_fails_every_unit(db: &TestDb) {
     );
     for result in [a, b, c] {
         assert!(
-            matches!(result, Err(StoreError::GroupCommit(_))),
+            matches!(result, Err(StoreError::GroupCommit { .. })),
             "every unit of a group that did not commit fails: {result:?}"
         );
     }

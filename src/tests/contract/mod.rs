@@ -5,7 +5,9 @@
 mod accounts;
 mod approvals;
 mod delivery_reads;
+mod destinations;
 mod group_commit;
+mod operator_actions;
 mod outbox;
 mod outbox_faults;
 mod outbox_replays;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use herald::config::{Settings, SettingsArgs};
 use herald::outbox::model::{NewEvent, RetryRefusal, Settle, Settlement, Source};
-use herald::store::ports::{ManualRetry, OutboxStore, RunRepository, Transactions};
+use herald::store::ports::{ManualRetry, OutboxStore, RunRepository, SweepReport, Transactions};
 use herald::store::SqlStore;
 use sqlx::Executor;
 use testkit::{claim, claim_request, enqueue, settlement, TestDb};
@@ -25,6 +25,8 @@ testkit::contract_tests!(
     expired_leases_are_reclaimed_with_a_new_token,
     retries_follow_the_backoff_and_the_cycle_ends_failed_with_a_dead_letter,
     manual_retry_is_a_compare_and_set_that_keeps_id_and_attempts,
+    a_retry_compares_the_cycle_the_operator_saw,
+    a_settlement_arriving_after_the_sweep_is_refused,
     expired_non_redeliverable_leases_become_uncertain,
     a_sweep_never_overwrites_an_event_that_completed,
     a_replayed_settlement_changes_nothing,
@@ -392,6 +394,7 @@ async fn manual_retry_is_a_compare_and_set_that_keeps_id_and_attempts(db: &TestD
         event_id: id.into(),
         kind: kind.into(),
         expected_status: expected,
+        expected_cycle: None,
         allow_uncertain,
         actor: "operator".into(),
         max_attempts: 6,
@@ -477,7 +480,7 @@ async fn expired_non_redeliverable_leases_become_uncertain(db: &TestDb) {
         claim(&store, &claim_request(10, 200)).await.is_empty(),
         "never resent automatically"
     );
-    let report = store.sweep_expired(100, None).await.unwrap();
+    let report = testkit::sweep(&store, None).await;
     assert_eq!(
         report.uncertain,
         vec![("chat-1".to_string(), "test".to_string())]
@@ -513,7 +516,7 @@ async fn a_sweep_never_overwrites_an_event_that_completed(db: &TestDb) {
         .execute(store.pool())
         .await
         .unwrap();
-    let report = store.sweep_expired(100, None).await.unwrap();
+    let report = testkit::sweep(&store, None).await;
     assert!(report.uncertain.is_empty() && report.failed.is_empty());
     assert!(claim(&store, &claim_request(10, 30_000)).await.is_empty());
     assert_eq!(status(&store, "finished").await, DeliveryStatus::Completed);
@@ -654,13 +657,14 @@ async fn racing_sweepers_settle_each_expired_row_once(db: &TestDb) {
             barrier.wait().await;
             let mut reported = Vec::new();
             for _ in 0..20 {
-                match store.sweep_expired(100, None).await {
-                    Ok(report) => {
-                        reported.extend(report.uncertain.into_iter().map(|(id, _)| id));
-                        reported.extend(report.failed.into_iter().map(|(id, _)| id));
-                    }
+                let mut report = SweepReport::default();
+                let swept = store.sweep_expired(100, None, &mut report).await;
+                // What a pass committed counts even when it stopped on an error.
+                reported.extend(report.uncertain.into_iter().map(|(id, _)| id));
+                reported.extend(report.failed.into_iter().map(|(id, _)| id));
+                if swept.is_err() {
                     // A lost commit race (MySQL 1213) is retried, as maintenance does.
-                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
             reported
@@ -728,7 +732,7 @@ async fn a_lease_expiring_on_the_last_attempt_ends_failed_with_a_dead_letter(db:
         claim(&store, &claim_request(1, 30_000)).await.is_empty(),
         "a spent cycle is not redelivered"
     );
-    let report = store.sweep_expired(100, notifier.as_ref()).await.unwrap();
+    let report = testkit::sweep(&store, notifier.as_ref()).await;
     assert_eq!(report.failed, vec![("last-try".into(), "test".into())]);
     assert!(report.uncertain.is_empty());
     let failed = store.get_event("last-try").await.unwrap().unwrap();
@@ -752,7 +756,7 @@ async fn a_lease_expiring_on_the_last_attempt_ends_failed_with_a_dead_letter(db:
     assert_eq!(notice.status, DeliveryStatus::Pending);
     assert_eq!(notice.kind, "dead_letter");
     // A second sweep finds nothing more to do.
-    let again = store.sweep_expired(100, notifier.as_ref()).await.unwrap();
+    let again = testkit::sweep(&store, notifier.as_ref()).await;
     assert!(again.failed.is_empty() && again.uncertain.is_empty());
     store.close().await;
 }
@@ -770,5 +774,89 @@ async fn a_claim_with_only_a_default_lease_uses_it(db: &TestDb) {
     let row = store.get_event("default-lease").await.unwrap().unwrap();
     let lease = row.lease_expires_at.unwrap() - row.updated_at;
     assert_eq!(lease, 60_000, "the default lease applies");
+    store.close().await;
+}
+
+/// Two operators look at one failed delivery in cycle 1; the first retries it and
+/// it fails again, in cycle 2. The second's retry is of a state they never saw: it
+/// is refused with the current state, though the status reads the same (issue 19).
+async fn a_retry_compares_the_cycle_the_operator_saw(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event("seen-twice")]).await;
+    let fail_once = async || {
+        let claimed = claim(&store, &claim_request(1, 30_000)).await;
+        assert_eq!(claimed.len(), 1);
+        let settled = store
+            .settle(&[settlement(&claimed[0], Settle::Failed { exhausted: false })])
+            .await
+            .unwrap();
+        assert_eq!(settled, vec![true]);
+    };
+    let retry = |cycle: i64| ManualRetry {
+        event_id: "seen-twice".into(),
+        kind: "test".into(),
+        expected_status: DeliveryStatus::Failed,
+        expected_cycle: Some(cycle),
+        allow_uncertain: false,
+        actor: "operator".into(),
+        max_attempts: 6,
+        audit: true,
+    };
+    fail_once().await;
+    let seen = store.get_event("seen-twice").await.unwrap().unwrap();
+    assert_eq!((seen.status, seen.cycle), (DeliveryStatus::Failed, 1));
+
+    store.retry_event(&retry(1)).await.unwrap().unwrap();
+    fail_once().await;
+    assert_eq!(
+        store.retry_event(&retry(1)).await.unwrap(),
+        Err(RetryRefusal::CycleChanged {
+            current: "failed".into(),
+            current_cycle: 2,
+            expected_cycle: 1,
+        })
+    );
+    let now = store.get_event("seen-twice").await.unwrap().unwrap();
+    assert_eq!(
+        (now.status, now.cycle),
+        (DeliveryStatus::Failed, 2),
+        "left alone"
+    );
+    // The state as it is now can be retried.
+    store.retry_event(&retry(2)).await.unwrap().unwrap();
+    store.close().await;
+}
+
+/// A worker whose lease expired settles after the sweep moved its event on: the
+/// fence refuses it, so nothing is written twice and no alert fires twice
+/// (issue 19). Both sweeps: to `uncertain` (not redeliverable) and to `failed`
+/// (the cycle's last attempt).
+async fn a_settlement_arriving_after_the_sweep_is_refused(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(
+        &store,
+        &[
+            event_with("late-unsure", false, 6),
+            event_with("late-last", true, 1),
+        ],
+    )
+    .await;
+    let claimed = claim(&store, &claim_request(10, 200)).await;
+    assert_eq!(claimed.len(), 2);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let report = testkit::sweep(&store, None).await;
+    assert_eq!(report.uncertain.len(), 1, "{report:?}");
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    let by_id = |id: &str| claimed.iter().find(|e| e.event_id == id).unwrap().clone();
+    let late = store
+        .settle(&[
+            settlement(&by_id("late-unsure"), Settle::Uncertain),
+            settlement(&by_id("late-last"), Settle::Failed { exhausted: true }),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(late, vec![false, false], "late settlements are refused");
+    let unsure = store.get_event("late-unsure").await.unwrap().unwrap();
+    assert_eq!(unsure.status, DeliveryStatus::Uncertain);
     store.close().await;
 }

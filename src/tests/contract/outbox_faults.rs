@@ -1,11 +1,12 @@
-//! Claims under database faults, on SQLite, PostgreSQL and MariaDB: a fault is
-//! injected with a real trigger, so the statement really fails inside the engine.
+//! Claims and sweeps under database faults, on SQLite, PostgreSQL and MariaDB: a
+//! fault is injected with a real trigger, so the statement really fails inside the
+//! engine.
 
 use std::time::Duration;
 
 use herald::outbox::model::{NewEvent, Source};
 use herald::store::ports::Transactions;
-use herald::store::ports::{ClaimRequest, OutboxStore};
+use herald::store::ports::{ClaimRequest, OutboxStore, SweepReport};
 use herald::store::SqlStore;
 use testkit::faults::StatusFault;
 use testkit::TestDb;
@@ -14,6 +15,7 @@ use vocab::DeliveryStatus;
 testkit::contract_tests!(
     a_failed_due_claim_still_hands_out_the_reclaimed_events,
     a_failed_claim_statement_leaves_every_event_pending,
+    a_sweep_stopped_by_an_error_still_reports_what_it_committed,
 );
 
 fn event(id: &str) -> NewEvent {
@@ -98,4 +100,49 @@ async fn a_failed_claim_statement_leaves_every_event_pending(db: &TestDb) {
         assert_eq!(e.attempts, 0, "{id}: no attempt spent");
     }
     store.close().await;
+}
+
+/// Event `a` was committed `uncertain` when the sweep's update of `b` failed: the
+/// caller still learns of `a`, so its warning and metric are not lost (issue 19).
+async fn a_sweep_stopped_by_an_error_still_reports_what_it_committed(db: &TestDb) {
+    let store = db.store().await;
+    // Two in-flight deliveries that must not be resent; `a`'s lease expires first.
+    for (id, lease_ms) in [("sweep-a", 200), ("sweep-b", 400)] {
+        let event = NewEvent {
+            redeliverable: false,
+            ..event(id)
+        };
+        let mut tx = store.begin_write().await.unwrap();
+        store.enqueue_in(&mut tx, &event).await.unwrap();
+        tx.commit().await.unwrap();
+        let claimed = store
+            .claim(&ClaimRequest {
+                limit: 1,
+                ..claim_request(lease_ms)
+            })
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 1);
+        assert_eq!(claimed[0].event_id, id);
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    StatusFault {
+        name: "refuse_sweeping_b",
+        from: Some("processing"),
+        to: "uncertain",
+        event_id: Some("sweep-b"),
+    }
+    .install(&store)
+    .await;
+
+    let mut report = SweepReport::default();
+    let swept = store.sweep_expired(100, None, &mut report).await;
+    assert!(swept.is_err(), "the fault stopped the sweep");
+    assert_eq!(status(&store, "sweep-a").await, DeliveryStatus::Uncertain);
+    assert_eq!(status(&store, "sweep-b").await, DeliveryStatus::Processing);
+    assert_eq!(
+        report.uncertain,
+        vec![("sweep-a".to_string(), "test".to_string())],
+        "what was committed before the error is reported"
+    );
 }

@@ -407,6 +407,9 @@ async fn concurrent_transitions_batched_together_answer_as_if_alone(db: &TestDb)
         let events = store.events_for_parent("run", run).await.unwrap();
         assert_eq!(events.len(), 1, "{run}: one set of events");
     }
+    // The precondition of every answer above: requests really shared batches.
+    let (largest, _) = service.largest_batches();
+    assert!(largest > 1, "no batch held more than one transition");
     store.close().await;
 }
 
@@ -447,6 +450,8 @@ async fn concurrent_creations_batched_together_each_get_their_own_run(db: &TestD
     let types = store.run_types().await.unwrap();
     let expected: Vec<String> = (0..7).map(|t| format!("type-{t}")).collect();
     assert_eq!(types, expected, "each type listed once");
+    let (_, largest) = service.largest_batches();
+    assert!(largest > 1, "no batch held more than one creation");
     store.close().await;
 }
 
@@ -516,6 +521,9 @@ async fn a_conflict_on_one_run_does_not_fail_its_batch_neighbours() {
             assert_eq!(events.len(), 1);
         }
     }
+    // Only a shared batch makes this a test of neighbours.
+    let (largest, _) = service.largest_batches();
+    assert!(largest > 1, "no batch held more than one transition");
     store.close().await;
     db.drop_db().await;
 }

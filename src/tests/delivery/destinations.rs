@@ -44,6 +44,24 @@ max_in_flight = 2
     file
 }
 
+/// A server whose `hooks` route points at `receiver`, polling every 50 ms, with
+/// `settings` on top; the routes file lives as long as the server needs it.
+async fn hooks_server(
+    receiver: &Receiver,
+    settings: impl FnOnce(&mut herald::config::SettingsArgs),
+) -> (TestServer, tempfile::NamedTempFile) {
+    let file = routes_file(receiver);
+    let path = file.path().to_path_buf();
+    let server = TestServer::start_with(move |args| {
+        args.config = Some(path);
+        args.destination_allowlist = Some("127.0.0.0/8".into());
+        args.worker_poll_interval_ms = Some(50);
+        settings(args);
+    })
+    .await;
+    (server, file)
+}
+
 async fn runs_to_hooks(server: &TestServer, token: &str, count: usize) -> Vec<String> {
     let mut ids = Vec::new();
     for i in 0..count {
@@ -58,14 +76,9 @@ async fn a_breaker_opens_after_n_failures_holds_events_without_spending_attempts
 ) {
     let receiver = Receiver::start().await;
     receiver.set_status(503);
-    let file = routes_file(&receiver);
-    let path = file.path().to_path_buf();
-    let server = TestServer::start_with(move |args| {
-        args.config = Some(path);
-        args.destination_allowlist = Some("127.0.0.0/8".into());
+    let (server, _routes) = hooks_server(&receiver, |args| {
         args.initial_backoff_ms = Some(100);
         args.max_backoff_ms = Some(200);
-        args.worker_poll_interval_ms = Some(50);
         args.maintenance_interval_ms = Some(200);
         args.breaker_failures = Some(3);
         // Long enough that the checks below run inside the window on any machine
@@ -169,6 +182,27 @@ async fn a_breaker_opens_after_n_failures_holds_events_without_spending_attempts
         started_while_open.is_empty(),
         "attempts started while open (window {opened_at}..{probe_at}): {started_while_open:?}"
     );
+    // Half-open lets one probe through, and the rest only once it succeeded:
+    // releasing everything at `probe_at` would start others beside it.
+    let mut after_open = Vec::new();
+    for id in &events {
+        for attempt in store.attempts(id).await.unwrap() {
+            if attempt.started_at >= probe_at {
+                after_open.push((attempt.started_at, attempt.finished_at, id.clone()));
+            }
+        }
+    }
+    after_open.sort();
+    let (_, probe_finished, probe) = after_open.first().cloned().expect("a probe");
+    let beside_the_probe: Vec<_> = after_open[1..]
+        .iter()
+        .filter(|(started, _, _)| *started < probe_finished)
+        .collect();
+    assert!(
+        beside_the_probe.is_empty(),
+        "attempts started while the probe ({probe}, done at {probe_finished}) was out: {beside_the_probe:?}"
+    );
+    assert!(after_open.len() > 1, "the rest went after the probe");
     let breaker = store.breakers().await.unwrap().remove(0);
     assert_eq!(breaker.state, "closed");
     for id in &events {
@@ -292,4 +326,49 @@ async fn operators_close_a_breaker_by_hand_audited_and_readers_cannot() {
     );
     store.close().await;
     server.stop().await;
+}
+
+/// Each failed half-open probe doubles the wait before the next one, up to
+/// `breaker_max_open_ms` — whatever the retries' own `max_backoff_ms` (here far
+/// shorter, as in these tests' servers) (issue 19).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_failed_probe_doubles_the_wait_up_to_its_cap() {
+    let receiver = Receiver::start().await;
+    receiver.set_status(503);
+    let (server, _routes) = hooks_server(&receiver, |args| {
+        args.initial_backoff_ms = Some(50);
+        args.max_backoff_ms = Some(100);
+        args.maintenance_interval_ms = Some(100);
+        args.breaker_failures = Some(1);
+        args.breaker_open_ms = Some(400);
+        args.breaker_max_open_ms = Some(1_600);
+    })
+    .await;
+    let operator = server.token(Role::Operator).await;
+    runs_to_hooks(&server, &operator, 3).await;
+    let store = server.db.store().await;
+    // Every opening of the breaker (the first, then one per failed probe) as the
+    // shared table holds it: when it opened and how long it waits.
+    let mut openings: Vec<(i64, i64)> = Vec::new();
+    wait_for("five openings", Duration::from_secs(60), async || {
+        if let Some(b) = store.breakers().await.unwrap().first() {
+            if let (Some(opened_at), Some(probe_at)) = (b.opened_at, b.probe_at) {
+                if b.state == "open" && openings.last().map(|o| o.0) != Some(opened_at) {
+                    assert_eq!(probe_at - opened_at, b.open_ms, "{b:?}");
+                    openings.push((opened_at, b.open_ms));
+                }
+            }
+        }
+        openings.len() >= 5
+    })
+    .await;
+    let waits: Vec<i64> = openings.iter().map(|o| o.1).collect();
+    assert_eq!(waits, vec![400, 800, 1_600, 1_600, 1_600], "{openings:?}");
+    // And each probe came when its wait was over, not before.
+    for pair in openings.windows(2) {
+        assert!(pair[1].0 >= pair[0].0 + pair[0].1, "{openings:?}");
+    }
+    store.close().await;
+    server.stop().await;
+    receiver.stop();
 }

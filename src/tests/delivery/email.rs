@@ -260,8 +260,13 @@ async fn email_5xx_fails_and_a_drop_after_data_is_uncertain_until_retried_with_a
     })
     .await;
     assert_eq!(smtp.dropped().len(), 1, "the data reached the server");
+    // A retry would come within the longest backoff (400 ms) and a poll (100 ms):
+    // five times that passes and still nothing is resent.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(smtp.dropped().len(), 1, "never resent automatically");
     let event = store.get_event(&dropped).await.unwrap().unwrap();
     assert_eq!(event.attempts, 1, "never resent automatically");
+    assert_eq!(event.status, DeliveryStatus::Uncertain);
     assert!(!event.redeliverable);
 
     // A manual retry needs the duplicate-risk acknowledgement, then delivers.

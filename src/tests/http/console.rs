@@ -384,6 +384,25 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
     .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["current_status"], "failed");
+    // The right status in another retry cycle than the one seen: 409 as well.
+    let (status, body) = json_of(
+        retry(
+            &operator,
+            json!({"kind": "callback", "expected_status": "failed", "expected_cycle": 7}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["current_status"], "failed");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("cycle 1, not cycle 7"),
+        "{body}"
+    );
     receiver.set_status(200);
     let (status, retried) = json_of(
         retry(
@@ -432,7 +451,7 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
     let reader_browser = server.session(Role::Reader).await;
     let third = events[2]["event_id"].as_str().unwrap().to_string();
     let command = json!({"command": {"event_id": third, "kind": "callback",
-        "expected_status": "failed", "allow_uncertain": false}});
+        "expected_status": "failed", "expected_cycle": 1, "allow_uncertain": false}});
     let forged = reader_browser
         .post(server.url("/console-api/retry"))
         .json(&command)
@@ -686,5 +705,54 @@ async fn a_server_error_is_a_designed_page_that_leaks_nothing() {
     assert!(html.contains("Something went wrong"), "{html}");
     assert!(html.contains("href=\"/runs\""), "a way back");
     assert!(!html.contains("run_types"), "no internal detail: {html}");
+    server.stop().await;
+}
+
+/// An oversize body to a console server function is bad input: 413 with a
+/// message, whether it declares its length or streams without one (issue 19).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_oversize_body_to_a_server_function_is_refused_with_413() {
+    let server = TestServer::start().await;
+    let reader = server.session(Role::Reader).await;
+    let limit = 1024 * 1024; // `max_body_bytes`' default
+    let declared = reader
+        .post(server.url("/console-api/deliveries"))
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(vec![b' '; limit + 1])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(declared.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let message = declared.text().await.unwrap();
+    assert!(
+        message.contains("larger than the limit of 1048576 bytes"),
+        "{message}"
+    );
+
+    // The same without a length: a stream the server must stop reading at the limit.
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        (0..33).map(|_| Ok(vec![b' '; 32 * 1024])).collect();
+    let streamed = reader
+        .post(server.url("/console-api/deliveries"))
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+            chunks,
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(streamed.status(), StatusCode::PAYLOAD_TOO_LARGE);
+
+    // A body within the limit still reaches the server function.
+    let (status, page) = json_of(
+        reader
+            .post(server.url("/console-api/deliveries"))
+            .json(&json!({"query": {"limit": 5}}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
     server.stop().await;
 }

@@ -249,10 +249,11 @@ async fn memory_store_reports_durable_delivery_unavailable() {
     let runs = client.get(server.url("/runs")).send().await.unwrap();
     assert_eq!(runs.status(), StatusCode::OK);
 
-    // Still ready, and the outbox gauges say unavailable for every source.
+    // Still ready, and the outbox gauges say unavailable for every source. `0`
+    // is also what `available` reads before anything reported; `durable 0` is a
+    // statement made at start-up (a durable store says 1: `durable_stores_say_so`).
     let ready = reqwest::get(server.url("/readyz")).await.unwrap();
     assert_eq!(ready.status(), StatusCode::OK);
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let metrics = reqwest::get(server.url("/metrics"))
         .await
         .unwrap()
@@ -260,10 +261,34 @@ async fn memory_store_reports_durable_delivery_unavailable() {
         .await
         .unwrap();
     for source in ["jobs", "approvals"] {
-        let line = format!("herald_outbox_available{{source=\"{source}\"}} 0");
-        assert!(metrics.contains(&line), "{line} missing:\n{metrics}");
+        for line in [
+            format!("herald_outbox_durable{{source=\"{source}\"}} 0"),
+            format!("herald_outbox_available{{source=\"{source}\"}} 0"),
+        ] {
+            assert!(metrics.contains(&line), "{line} missing:\n{metrics}");
+        }
     }
 
     server.stop().await;
     receiver.stop();
+}
+
+/// The counterpart of the memory store's `durable 0`: a SQLite store says 1 for
+/// every source from start-up, and `available` turns 1 once maintenance reached it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_stores_say_so() {
+    let server = TestServer::start_with(|args| args.maintenance_interval_ms = Some(100)).await;
+    let available = "herald_outbox_available{source=\"jobs\"} 1";
+    let metrics = testkit::metrics_with(
+        server.url("").trim_end_matches('/'),
+        available,
+        Duration::from_secs(20),
+    )
+    .await;
+    assert!(metrics.contains(available), "{metrics}");
+    for source in ["jobs", "approvals"] {
+        let line = format!("herald_outbox_durable{{source=\"{source}\"}} 1");
+        assert!(metrics.contains(&line), "{line} missing:\n{metrics}");
+    }
+    server.stop().await;
 }

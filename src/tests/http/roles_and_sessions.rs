@@ -289,6 +289,49 @@ async fn a_signed_out_cookie_replayed_is_refused_and_sign_in_rotates_the_session
     server.stop().await;
 }
 
+/// Page loads in flight when the sign-out lands loaded the session before it was
+/// deleted and save it afterwards (the console saves on every request): the
+/// sign-out must still hold. The window is a race, so it is tried several times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sign_out_with_page_loads_in_flight_stays_signed_out() {
+    let server = TestServer::start().await;
+    let client = bare_client(&server);
+    let runs = server.url("/api/v1/runs");
+    let mut served_in_all = 0;
+    for trial in 0..5 {
+        let cookie = session_cookie(&server, &client, "admin", ADMIN_PASSWORD, None).await;
+        let loads: Vec<_> = (0..30)
+            .map(|_| {
+                let (client, url, cookie) = (client.clone(), server.url("/runs"), cookie.clone());
+                tokio::spawn(async move { status_with_cookie(&client, url, &cookie).await })
+            })
+            .collect();
+        let out = client
+            .post(server.url("/auth/logout"))
+            .header(reqwest::header::COOKIE, &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(out.status(), StatusCode::SEE_OTHER);
+        let mut served = 0;
+        for load in loads {
+            if load.await.unwrap() == StatusCode::OK {
+                served += 1;
+            }
+        }
+        served_in_all += served;
+        assert_eq!(
+            status_with_cookie(&client, runs.clone(), &cookie).await,
+            StatusCode::UNAUTHORIZED,
+            "trial {trial}: the signed-out cookie still works after {served} loads in flight"
+        );
+    }
+    // The precondition: loads were in flight, holding the session, as it was deleted
+    // (a load that began after the sign-out is sent to the sign-in page instead).
+    assert!(served_in_all > 0, "no page load held the session");
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_sign_in_form_sent_before_hydration_returns_to_the_page_asked_for() {
     let server = TestServer::start().await;

@@ -1,6 +1,7 @@
 //! Sign-in under attack: oversize usernames, hundreds of parallel guesses, and
 //! guesses from rotating addresses. Memory stays bounded, the server keeps
-//! answering, and the throttle counts every attempt before it is verified.
+//! answering, the throttle counts every attempt before it is verified, and a flood
+//! that outpaces password hashing is refused at once rather than queued.
 
 use std::time::{Duration, Instant};
 
@@ -57,7 +58,9 @@ fn random_name(len: usize) -> String {
 async fn oversize_and_parallel_failed_sign_ins_keep_memory_bounded_and_the_server_answering() {
     herald::channels::install_crypto_provider();
     let db = TestDb::new(Engine::Sqlite).await;
-    let mut herald = HeraldProcess::spawn(&db.url, &[]);
+    // Every plausible guess comes from one address; the per-address limit (its own
+    // test below) is lifted so the flood reaches the hasher.
+    let mut herald = HeraldProcess::spawn(&db.url, &["--login-address-max-failures", "1000000"]);
     let base = herald.base().await;
     let mut origin = reqwest::header::HeaderMap::new();
     origin.insert(reqwest::header::ORIGIN, base.parse().unwrap());
@@ -98,6 +101,11 @@ async fn oversize_and_parallel_failed_sign_ins_keep_memory_bounded_and_the_serve
                 .send()
                 .await;
             match sent {
+                // Hashing outpaced: refused at once, with when to retry.
+                Ok(resp) if resp.status() == StatusCode::SERVICE_UNAVAILABLE => {
+                    assert_eq!(resp.headers()[reqwest::header::RETRY_AFTER], "1");
+                    " 503 busy".into()
+                }
                 Ok(resp) => format!("{} {}", location(&resp), resp.status()),
                 // The server may answer 413 and close before the body is written.
                 Err(e) if oversize && e.is_request() => " 413 Payload Too Large".into(),
@@ -123,7 +131,8 @@ async fn oversize_and_parallel_failed_sign_ins_keep_memory_bounded_and_the_serve
             assert!(
                 location.starts_with("/login?error=invalid&")
                     || location.starts_with("/login?error=throttled&")
-                    || location == " 413 Payload Too Large",
+                    || location == " 413 Payload Too Large"
+                    || location == " 503 busy",
                 "{location}"
             );
         }
@@ -255,5 +264,132 @@ async fn a_user_slowed_down_by_rotating_guesses_is_not_locked_out() {
         async || real_sign_in(&server).await == "/runs",
     )
     .await;
+    server.stop().await;
+}
+
+/// One client spraying random usernames is refused, unhashed, past its address
+/// limit until the window passes; another address (and its users) are unaffected,
+/// and successful sign-ins from the sprayed address never counted (issue 19).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_spraying_usernames_is_refused_past_its_limit() {
+    let server = TestServer::start_with(|args| {
+        args.trusted_proxies = Some("127.0.0.1".into());
+        args.login_address_max_failures = Some(10);
+    })
+    .await;
+    let sprayer = "198.51.100.77";
+    // The real admin signs in from the same address first: successes do not count.
+    assert_eq!(
+        admin_sign_in(
+            server.browser(),
+            server.url("/auth/login"),
+            ADMIN_PASSWORD,
+            Some(sprayer)
+        )
+        .await,
+        "/runs"
+    );
+    let (mut invalid, mut throttled) = (0, 0);
+    for _ in 0..40 {
+        let resp = server
+            .browser()
+            .post(server.url("/auth/login"))
+            .header("x-forwarded-for", sprayer)
+            .form(&login_form(&random_name(24), "wrong-password-123"))
+            .send()
+            .await
+            .unwrap();
+        let answer = location(&resp);
+        if answer.starts_with("/login?error=invalid&") {
+            invalid += 1;
+        } else if answer.starts_with("/login?error=throttled&") {
+            throttled += 1;
+        } else {
+            panic!("unexpected answer {answer}");
+        }
+    }
+    assert_eq!(
+        (invalid, throttled),
+        (10, 30),
+        "exactly the address limit was checked; the rest refused unhashed"
+    );
+    // The address stays refused, even for a real user's right password…
+    assert!(admin_sign_in(
+        server.browser(),
+        server.url("/auth/login"),
+        ADMIN_PASSWORD,
+        Some(sprayer)
+    )
+    .await
+    .contains("error=throttled"));
+    // …while another address signs in as usual.
+    assert_eq!(real_sign_in(&server).await, "/runs");
+    server.stop().await;
+}
+
+/// A flood of plausible sign-ins, all at once, outpaces password hashing: the
+/// queue is bounded, so the excess is refused at once with 503 and `Retry-After`
+/// instead of waiting (and holding memory) in line; everything else is checked as
+/// usual, and a real sign-in works right after (issue 19).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sign_in_flood_that_outpaces_hashing_is_refused_at_once_with_retry_after() {
+    // One address sends the whole flood: its own limit is lifted so hashing is what
+    // the flood outpaces.
+    let server =
+        TestServer::start_with(|args| args.login_address_max_failures = Some(1_000_000)).await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let url = server.url("/auth/login");
+    let origin = server.url("").trim_end_matches('/').to_string();
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(400));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..400 {
+        let (client, url, origin, barrier) =
+            (client.clone(), url.clone(), origin.clone(), barrier.clone());
+        tasks.spawn(async move {
+            let username = random_name(24);
+            barrier.wait().await;
+            let resp = client
+                .post(url)
+                .header(reqwest::header::ORIGIN, origin)
+                .form(&login_form(&username, "wrong-password-123"))
+                .send()
+                .await
+                .expect("the server answers every sign-in");
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .map(|v| v.to_str().unwrap().to_string());
+            (resp.status(), location(&resp), retry_after)
+        });
+    }
+    let (mut refused, mut checked) = (0, 0);
+    while let Some(done) = tasks.join_next().await {
+        match done.unwrap() {
+            (StatusCode::SERVICE_UNAVAILABLE, _, retry_after) => {
+                assert_eq!(retry_after.as_deref(), Some("1"));
+                refused += 1;
+            }
+            (StatusCode::SEE_OTHER, location, _) => {
+                assert!(location.starts_with("/login?error=invalid&"), "{location}");
+                checked += 1;
+            }
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+    // The precondition: the flood really outpaced hashing.
+    assert!(refused > 0, "no sign-in was refused ({checked} checked)");
+    assert!(checked > 0, "some sign-ins were still checked");
+    let ok = client
+        .post(&url)
+        .header(reqwest::header::ORIGIN, origin.as_str())
+        .form(&login_form("admin", ADMIN_PASSWORD))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(location(&ok), "/runs");
+    eprintln!("{refused} refused, {checked} checked");
     server.stop().await;
 }

@@ -599,3 +599,69 @@ async fn a_route_changed_between_commit_and_send_does_not_change_what_was_frozen
     store.close().await;
     db.drop_db().await;
 }
+
+/// A node that cannot read the callback signing secret says so when it starts,
+/// keeps the callbacks (retried, unsent), and never blames their receiver: its
+/// breaker stays closed however often they fail (issue 19).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unreadable_signing_secret_is_said_at_start_and_never_opens_a_breaker() {
+    herald::channels::install_crypto_provider();
+    let db = TestDb::new(Engine::Sqlite).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    let missing = "env:HERALD_TEST_SECRET_NEVER_SET";
+    let events: Vec<NewEvent> = (0..3)
+        .map(|i| {
+            let mut event = parented(callback(&format!("unsigned-{i}"), &receiver.url()), PARENT);
+            event.payload = serde_json::to_string(&WebhookPayload {
+                url: receiver.url(),
+                body: serde_json::json!({ "run_id": PARENT, "status": "succeeded" }),
+                secret_ref: Some(missing.to_string()),
+            })
+            .unwrap();
+            event
+        })
+        .collect();
+    enqueue(&store, &events).await;
+    let mut flags = worker_flags("3");
+    flags.extend([
+        "--callback-secret-ref",
+        missing,
+        "--breaker-failures",
+        "1",
+        "--max-backoff-ms",
+        "200",
+    ]);
+    let mut herald = HeraldProcess::spawn(&db.url, &flags);
+    herald.ready().await;
+    wait_for(
+        "every callback to fail three times for want of its secret",
+        Duration::from_secs(30),
+        async || {
+            for event in &events {
+                let stored = store.get_event(&event.event_id).await.unwrap().unwrap();
+                if stored.attempts < 3 {
+                    return false;
+                }
+            }
+            true
+        },
+    )
+    .await;
+    for event in &events {
+        let stored = store.get_event(&event.event_id).await.unwrap().unwrap();
+        assert_eq!(stored.status, DeliveryStatus::Pending, "kept for a retry");
+    }
+    let breakers = herald::store::ports::DestinationStore::breakers(&store)
+        .await
+        .unwrap();
+    assert!(
+        breakers.iter().all(|b| b.state == "closed"),
+        "a node's own configuration never opens its receiver's breaker: {breakers:?}"
+    );
+    assert_eq!(receiver.count(), 0, "nothing unsigned left the node");
+    let alerts = lines_with(&herald.log, "the callback signing secret cannot be read");
+    assert_eq!(alerts.len(), 1, "said once, at start");
+    assert!(alerts[0].contains("HERALD_TEST_SECRET_NEVER_SET") && alerts[0].contains("ERROR"));
+    herald.kill();
+}

@@ -32,7 +32,22 @@ async fn a_hanging_destination_does_not_starve_a_healthy_one() {
     sick.pause();
     let config = routes_file(&healthy, &sick);
     let (db, store) = seeded(0, &healthy, Some(&sick)).await;
-    let (herald, _base) = spawn(&db, &config, "600000").await;
+    // Exactly as many worker slots as both caps together, and a breaker that never
+    // opens: only the hanging destination's cap keeps a slot free for the healthy
+    // one (uncapped, the hanging one would take all 24).
+    let slots = (DEFAULT_CAP + HEALTHY_CAP).to_string();
+    let (herald, _base) = spawn(
+        &db,
+        &config,
+        "600000",
+        &[
+            "--worker-concurrency",
+            &slots,
+            "--breaker-failures",
+            "1000000",
+        ],
+    )
+    .await;
 
     wait_for(
         "the hanging destination to hold its cap of sends",
@@ -54,7 +69,7 @@ async fn a_hanging_destination_does_not_starve_a_healthy_one() {
         sick.max_in_flight(),
     );
     // Without the per-destination cap the hanging receiver would hold every
-    // worker slot (256) while the healthy one waited for a free one.
+    // worker slot while the healthy one waited for a free one.
     assert_eq!(
         sick.max_in_flight(),
         DEFAULT_CAP,

@@ -1,9 +1,10 @@
-//! Real `herald` processes: SIGKILLed mid-batch and mid-replay, SIGTERMed with work
-//! in flight, several nodes on one store or a Galera cluster, destination
+//! Real `herald` processes: SIGKILLed mid-batch, mid-replay and mid-probe, SIGTERMed
+//! with work in flight, several nodes on one store or a Galera cluster, destination
 //! isolation, settle outages, PostgreSQL upkeep, delivery signals, and the command
 //! line with bad input.
 
 mod approvals_crash;
+mod breaker;
 mod cli;
 mod crash;
 mod delivery;
