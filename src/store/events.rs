@@ -184,16 +184,16 @@ pub struct FailedEvent {
 pub type DeadLetterNotifier =
     std::sync::Arc<dyn Fn(&FailedEvent) -> Option<NewEvent> + Send + Sync>;
 
-/// The dead letter of a failed event (DESIGN §2).
-pub fn dead_letter_id(event_id: &str) -> String {
-    format!("dead_letter_{event_id}")
+/// The dead letter of a failed event's `cycle` (DESIGN §2): a failure after a
+/// manual retry is a failure of its own, kept beside the first, not over it.
+pub fn dead_letter_id(event_id: &str, cycle: i64) -> String {
+    format!("dead_letter_{event_id}_{cycle}")
 }
 
 /// The dead-letter notice of a failed event's `cycle`: a failure after a manual
-/// retry is news again, so the notice is keyed by the cycle too (the dead-letter
-/// row itself keeps [`dead_letter_id`]).
+/// retry is news again. It shares its dead letter's id (another table).
 pub fn dead_letter_notice_id(event_id: &str, cycle: i64) -> String {
-    format!("dead_letter_{event_id}_{cycle}")
+    dead_letter_id(event_id, cycle)
 }
 
 /// Cuts an error to [`MAX_ERROR_LEN`] bytes on a character boundary.

@@ -307,7 +307,7 @@ impl SqlStore {
         let now = self.engine.now_ms();
         let error = s.error.as_deref().map(bound_error);
         let code = s.status_code.map(i64::from);
-        let dead_letter = dead_letter_id(&s.event_id);
+        let dead_letter = dead_letter_id(&s.event_id, s.cycle);
         // What each state sets besides the error, the status code and the end of the lease.
         let state = match &s.settle {
             Settle::Completed => unreachable!("completions are settled in groups"),
@@ -349,8 +349,14 @@ impl SqlStore {
             return self.already_settled(tx, s).await;
         }
         if matches!(s.settle, Settle::Failed { .. }) {
-            self.write_dead_letter(tx, &dead_letter, &s.event_id, &s.kind, error.as_deref())
-                .await?;
+            self.write_dead_letter(
+                tx,
+                &dead_letter,
+                (&s.event_id, s.cycle),
+                &s.kind,
+                error.as_deref(),
+            )
+            .await?;
             if let Some(notification) = &s.dead_letter_event {
                 self.enqueue_in(tx, notification).await?;
             }
@@ -414,18 +420,19 @@ impl SqlStore {
         &self,
         tx: &mut Transaction<'static, Any>,
         id: &str,
-        event_id: &str,
+        (event_id, cycle): (&str, i64),
         kind: &str,
         reason: Option<&str>,
     ) -> Result<(), StoreError> {
         let sql = format!(
-            "INSERT INTO outbox_dead_letters (id, event_id, kind, reason, created_at) VALUES (?, ?, ?, ?, {}) {}",
+            "INSERT INTO outbox_dead_letters (id, event_id, cycle, kind, reason, created_at) VALUES (?, ?, ?, ?, ?, {}) {}",
             self.engine.now_ms(),
             self.engine.upsert_tail("id", &["reason", "created_at"])
         );
         sqlx::query(&self.engine.sql(&sql))
             .bind(id)
             .bind(event_id)
+            .bind(cycle)
             .bind(kind)
             .bind(reason.unwrap_or("failed"))
             .execute(&mut **tx)
@@ -441,9 +448,9 @@ impl SqlStore {
         &self,
         condition: &str,
         limit: u32,
-    ) -> Result<Vec<(String, String, String)>, StoreError> {
+    ) -> Result<Vec<(String, String, String, i64)>, StoreError> {
         let sql = format!(
-            "SELECT event_id, kind, lease_token FROM outbox_events WHERE status = 'processing' \
+            "SELECT event_id, kind, lease_token, cycle FROM outbox_events WHERE status = 'processing' \
              AND lease_expires_at <= {} AND {condition} ORDER BY lease_expires_at LIMIT {limit}",
             self.engine.now_ms()
         );
@@ -454,6 +461,7 @@ impl SqlStore {
                     text(r, "event_id")?,
                     text(r, "kind")?,
                     text(r, "lease_token")?,
+                    int(r, "cycle")?,
                 ))
             })
             .collect()
@@ -709,7 +717,7 @@ impl OutboxStore for SqlStore {
         report: &mut SweepReport,
     ) -> Result<(), StoreError> {
         let now = self.engine.now_ms();
-        for (event_id, kind, token) in self.sweep_candidates("redeliverable = 0", limit).await? {
+        for (event_id, kind, token, _) in self.sweep_candidates("redeliverable = 0", limit).await? {
             let sql = format!(
                 "UPDATE outbox_events SET status = 'uncertain', uncertain_at = {now}, \
                  last_error = 'the lease expired while the delivery was in flight; its outcome is unknown', \
@@ -728,9 +736,9 @@ impl OutboxStore for SqlStore {
         }
         let dead_letter_notifier = dead_letter;
         let spent = "redeliverable = 1 AND cycle_attempts >= max_attempts";
-        for (event_id, kind, token) in self.sweep_candidates(spent, limit).await? {
+        for (event_id, kind, token, cycle) in self.sweep_candidates(spent, limit).await? {
             let mut tx = self.begin_write().await?;
-            let dead_letter = dead_letter_id(&event_id);
+            let dead_letter = dead_letter_id(&event_id, cycle);
             let reason = "the lease expired on the cycle's last attempt";
             let sql = format!(
                 "UPDATE outbox_events SET status = 'failed', failed_at = {now}, alerted_at = {now}, \
@@ -746,8 +754,14 @@ impl OutboxStore for SqlStore {
                 .await?
                 .rows_affected();
             if affected == 1 {
-                self.write_dead_letter(&mut tx, &dead_letter, &event_id, &kind, Some(reason))
-                    .await?;
+                self.write_dead_letter(
+                    &mut tx,
+                    &dead_letter,
+                    (&event_id, cycle),
+                    &kind,
+                    Some(reason),
+                )
+                .await?;
                 let failed = self.fetch_event(&mut *tx, &event_id).await?;
                 let notification = match (dead_letter_notifier, failed) {
                     (Some(notify), Some(event)) => notify(&FailedEvent {
@@ -855,6 +869,17 @@ impl OutboxStore for SqlStore {
         .bind(event_id)
         .fetch_one(&self.pool)
         .await?)
+    }
+
+    async fn dead_letters(&self, event_id: &str) -> Result<Vec<(i64, String)>, StoreError> {
+        let sql = "SELECT cycle, reason FROM outbox_dead_letters WHERE event_id = ? ORDER BY cycle";
+        let rows = sqlx::query(&self.engine.sql(sql))
+            .bind(event_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((int(r, "cycle")?, text(r, "reason")?)))
+            .collect()
     }
 
     async fn tidy_hot_tables(&self) -> Result<Vec<super::ports::TableTidied>, StoreError> {

@@ -298,6 +298,8 @@ pub trait OutboxStore: Transactions {
         event_id: &str,
     ) -> Result<Vec<super::events::AttemptRecord>, StoreError>;
     async fn dead_letter_count(&self, event_id: &str) -> Result<i64, StoreError>;
+    /// `event_id`'s dead letters, one per failed cycle, oldest first: (cycle, reason).
+    async fn dead_letters(&self, event_id: &str) -> Result<Vec<(i64, String)>, StoreError>;
     /// Vacuums and analyzes the tables every transition and delivery rewrites once
     /// enough of them is dead rows, where the engine leaves that to a vacuum that
     /// may be off or late (PostgreSQL); what it did, per table.

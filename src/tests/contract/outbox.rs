@@ -36,6 +36,7 @@ testkit::contract_tests!(
     racing_sweepers_settle_each_expired_row_once,
     a_lease_expiring_on_the_last_attempt_ends_failed_with_a_dead_letter,
     a_claim_with_only_a_default_lease_uses_it,
+    a_second_failure_keeps_the_first_dead_letter,
 );
 
 pub(crate) fn event(id: &str) -> NewEvent {
@@ -368,7 +369,10 @@ async fn retries_follow_the_backoff_and_the_cycle_ends_failed_with_a_dead_letter
     assert_eq!(failed.attempts, 6);
     assert!(failed.failed_at.is_some() && failed.alerted_at.is_some());
     assert_eq!(failed.last_error.as_deref(), Some("boom"));
-    assert_eq!(failed.dead_letter_id.as_deref(), Some("dead_letter_flaky"));
+    assert_eq!(
+        failed.dead_letter_id.as_deref(),
+        Some("dead_letter_flaky_1")
+    );
     assert_eq!(store.dead_letter_count("flaky").await.unwrap(), 1);
     assert_eq!(store.attempts("flaky").await.unwrap().len(), 6);
     assert!(
@@ -740,7 +744,7 @@ async fn a_lease_expiring_on_the_last_attempt_ends_failed_with_a_dead_letter(db:
     assert!(failed.failed_at.is_some() && failed.alerted_at.is_some());
     assert_eq!(
         failed.dead_letter_id.as_deref(),
-        Some("dead_letter_last-try")
+        Some("dead_letter_last-try_1")
     );
     assert!(failed
         .last_error
@@ -858,5 +862,50 @@ async fn a_settlement_arriving_after_the_sweep_is_refused(db: &TestDb) {
     assert_eq!(late, vec![false, false], "late settlements are refused");
     let unsure = store.get_event("late-unsure").await.unwrap().unwrap();
     assert_eq!(unsure.status, DeliveryStatus::Uncertain);
+    store.close().await;
+}
+
+/// An event fails, an operator retries it, and it fails again for another reason:
+/// both failures keep their dead letter, one per cycle, and the event points at
+/// the latest (issue 19: the second used to overwrite the first's reason).
+async fn a_second_failure_keeps_the_first_dead_letter(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event("twice")]).await;
+    let first = claim(&store, &claim_request(10, 30_000)).await.remove(0);
+    let mut failing = settlement(&first, Settle::Failed { exhausted: false });
+    failing.error = Some("the receiver said 410 Gone".into());
+    assert_eq!(store.settle(&[failing]).await.unwrap(), vec![true]);
+    store
+        .retry_event(&ManualRetry {
+            event_id: "twice".into(),
+            kind: "test".into(),
+            expected_status: DeliveryStatus::Failed,
+            expected_cycle: Some(1),
+            allow_uncertain: false,
+            actor: "operator".into(),
+            max_attempts: 6,
+            audit: true,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let second = claim(&store, &claim_request(10, 30_000)).await.remove(0);
+    assert_eq!(second.cycle, 2);
+    let mut failing = settlement(&second, Settle::Failed { exhausted: false });
+    failing.error = Some("the receiver said 403 Forbidden".into());
+    assert_eq!(store.settle(&[failing]).await.unwrap(), vec![true]);
+
+    assert_eq!(
+        store.dead_letters("twice").await.unwrap(),
+        vec![
+            (1, "the receiver said 410 Gone".to_string()),
+            (2, "the receiver said 403 Forbidden".to_string()),
+        ]
+    );
+    let failed = store.get_event("twice").await.unwrap().unwrap();
+    assert_eq!(
+        failed.dead_letter_id.as_deref(),
+        Some("dead_letter_twice_2")
+    );
     store.close().await;
 }

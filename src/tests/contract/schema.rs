@@ -1,14 +1,71 @@
 //! The schema: migrations apply on every engine, twice without harm, and leave
-//! the store ready.
+//! the store ready; a migration that reshapes a table carries its rows over.
 
-use testkit::TestDb;
+use herald::store::ports::OutboxStore;
+use herald::store::{SqlStore, StoreOptions};
+use sqlx::Executor;
+use testkit::{enqueue, TestDb};
 
-testkit::contract_tests!(migrations_are_idempotent_and_make_the_store_ready,);
+testkit::contract_tests!(
+    migrations_are_idempotent_and_make_the_store_ready,
+    dead_letters_written_before_migration_9_keep_their_event_s_cycle,
+);
 
 async fn migrations_are_idempotent_and_make_the_store_ready(db: &TestDb) {
     let store = db.store().await;
     assert!(store.is_ready().await);
     store.migrate().await.expect("second migrate is a no-op");
     assert!(store.is_ready().await);
+    store.close().await;
+}
+
+/// A database at migration 8 holds a dead letter of an event on its third cycle;
+/// migration 9 (one dead letter per failed cycle) keeps it, with that cycle, and
+/// then lets a later cycle's failure sit beside it, never two for one cycle.
+async fn dead_letters_written_before_migration_9_keep_their_event_s_cycle(db: &TestDb) {
+    let store = SqlStore::connect(&StoreOptions {
+        url: db.url.clone(),
+        max_connections: 4,
+    })
+    .await
+    .unwrap();
+    let up_to_8 = sqlx::migrate::Migrator {
+        migrations: store
+            .engine()
+            .migrator()
+            .iter()
+            .filter(|m| m.version <= 8)
+            .cloned()
+            .collect::<Vec<_>>()
+            .into(),
+        ..sqlx::migrate::Migrator::DEFAULT
+    };
+    up_to_8.run(store.pool()).await.unwrap();
+    enqueue(&store, &[super::outbox::event("old")]).await;
+    for sql in [
+        "UPDATE outbox_events SET status = 'failed', cycle = 3 WHERE event_id = 'old'",
+        "INSERT INTO outbox_dead_letters (id, event_id, kind, reason, created_at) \
+         VALUES ('dead_letter_old', 'old', 'test', 'gone', 1)",
+    ] {
+        store.pool().execute(sql).await.unwrap();
+    }
+
+    store.migrate().await.unwrap();
+    assert!(store.is_ready().await);
+    assert_eq!(
+        store.dead_letters("old").await.unwrap(),
+        vec![(3, "gone".to_string())]
+    );
+    let later = "INSERT INTO outbox_dead_letters (id, event_id, cycle, kind, reason, created_at) \
+                 VALUES ('dead_letter_old_4', 'old', 4, 'test', 'gone again', 2)";
+    store.pool().execute(later).await.unwrap();
+    assert_eq!(store.dead_letter_count("old").await.unwrap(), 2);
+    let same_cycle =
+        "INSERT INTO outbox_dead_letters (id, event_id, cycle, kind, reason, created_at) \
+                      VALUES ('another', 'old', 4, 'test', 'twice', 3)";
+    assert!(
+        store.pool().execute(same_cycle).await.is_err(),
+        "one dead letter per cycle"
+    );
     store.close().await;
 }

@@ -394,7 +394,7 @@ async fn a_400_stops_at_once_and_is_dead_lettered_to_the_operators_route() {
         .await;
     assert_eq!(failed["attempts"], 1, "a 4xx is not retried");
     assert_eq!(failed["last_status_code"], 400);
-    assert_eq!(failed["dead_letter_id"], format!("dead_letter_{id}"));
+    assert_eq!(failed["dead_letter_id"], format!("dead_letter_{id}_1"));
     let notice = api
         .wait_status(
             &run,
