@@ -27,6 +27,7 @@ use serde_json::{json, Value};
 use testkit::TestDb;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use vocab::approvals::{Approver, InstanceStatus};
 use vocab::{DeliveryStatus, Role, Viewer};
 
 testkit::contract_tests!(
@@ -50,6 +51,7 @@ testkit::contract_tests!(
     a_prompt_whose_route_was_removed_fails_with_a_clear_error,
     a_replay_whose_last_lease_expires_is_failed_by_the_sweep_and_counted,
     nodes_loading_the_same_definition_at_once_agree_on_one_version,
+    a_step_for_a_named_user_is_decided_by_that_user_alone,
 );
 
 fn viewer(name: &str, role: Role) -> Viewer {
@@ -1086,5 +1088,58 @@ async fn nodes_loading_the_same_definition_at_once_agree_on_one_version(db: &Tes
         assert_eq!(definition.version, 1);
     }
     assert_eq!(f.store.definitions().await.unwrap().len(), 1);
+    f.close().await;
+}
+
+/// A step whose approver is a named user (`{"user": "bob"}`): neither another
+/// operator nor an admin may decide it; bob may, whatever his role.
+async fn a_step_for_a_named_user_is_decided_by_that_user_alone(db: &TestDb) {
+    let f = fixture(db).await;
+    let mut bobs = deal_definition();
+    bobs.id = "deal-bob".into();
+    bobs.steps[0].approver = Approver::User("bob".into());
+    f.approvals
+        .put_definition(Some(&boss()), bobs)
+        .await
+        .unwrap();
+    let deal = f
+        .record(
+            "Opportunity",
+            json!({ "Name": "Bob's deal", "Stage": "Negotiation" }),
+        )
+        .await;
+    let approval = f
+        .approvals
+        .submit(
+            Some(&alice()),
+            SubmitRequest {
+                definition_id: "deal-bob".into(),
+                record_id: deal,
+            },
+        )
+        .await
+        .unwrap()
+        .id;
+    for other in [viewer("olga", Role::Operator), boss()] {
+        let refused = f.approvals.approve(Some(&other), &approval).await;
+        assert!(
+            matches!(&refused, Err(ServiceError::Refused(m)) if m.contains("user bob")),
+            "{}: {refused:?}",
+            other.name
+        );
+    }
+    let pending = f.approvals.get(Some(&boss()), &approval).await.unwrap();
+    assert_eq!(
+        pending.approval.status,
+        InstanceStatus::Pending,
+        "nothing decided"
+    );
+    let approved = f
+        .approvals
+        .approve(Some(&viewer("bob", Role::Operator)), &approval)
+        .await
+        .unwrap();
+    assert_eq!(approved.status, InstanceStatus::Approved);
+    assert_eq!(approved.decided_by.as_deref(), Some("bob"));
     f.close().await;
 }

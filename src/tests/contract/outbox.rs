@@ -37,6 +37,8 @@ testkit::contract_tests!(
     a_lease_expiring_on_the_last_attempt_ends_failed_with_a_dead_letter,
     a_claim_with_only_a_default_lease_uses_it,
     a_second_failure_keeps_the_first_dead_letter,
+    a_claim_never_hands_out_more_than_its_batch_size,
+    a_manual_retry_leaves_the_run_untouched,
 );
 
 pub(crate) fn event(id: &str) -> NewEvent {
@@ -906,6 +908,99 @@ async fn a_second_failure_keeps_the_first_dead_letter(db: &TestDb) {
     assert_eq!(
         failed.dead_letter_id.as_deref(),
         Some("dead_letter_twice_2")
+    );
+    store.close().await;
+}
+
+/// However much is due (expired leases and pending events, some with a
+/// destination, some avoided), one claim hands out at most its batch size, and
+/// claim after claim hands out each event once.
+async fn a_claim_never_hands_out_more_than_its_batch_size(db: &TestDb) {
+    let store = db.store().await;
+    let events: Vec<NewEvent> = (0..15)
+        .map(|i| {
+            let mut e = event(&format!("cap-{i:02}"));
+            e.destination = match i % 3 {
+                0 => Some("https://partner.example:443".into()),
+                1 => Some("https://avoided.example:443".into()),
+                _ => None,
+            };
+            e
+        })
+        .collect();
+    enqueue(&store, &events[..6]).await;
+    assert_eq!(claim(&store, &claim_request(6, 200)).await.len(), 6);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    enqueue(&store, &events[6..]).await;
+    let avoid = vec!["https://avoided.example:443".to_string()];
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..20 {
+        let claimed = store
+            .claim_avoiding(&claim_request(4, 30_000), &avoid)
+            .await
+            .unwrap();
+        assert!(
+            claimed.len() <= 4,
+            "a claim of 4 handed out {}",
+            claimed.len()
+        );
+        if claimed.is_empty() {
+            break;
+        }
+        for e in claimed {
+            assert!(seen.insert(e.event_id.clone()), "{} twice", e.event_id);
+        }
+    }
+    // Every event but the avoided destination's pending ones (its expired leases
+    // are reclaimed whatever the destination: they were admitted once already).
+    let avoided_pending = (6..15).filter(|i| i % 3 == 1).count();
+    assert_eq!(seen.len(), 15 - avoided_pending, "{seen:?}");
+    store.close().await;
+}
+
+/// Retrying a run's failed delivery changes the delivery only: the run keeps its
+/// status, its result and its `updated_at`.
+async fn a_manual_retry_leaves_the_run_untouched(db: &TestDb) {
+    let store = db.store().await;
+    let run = store
+        .create_run(herald::store::ports::NewRun {
+            run_type: "etl".into(),
+            tenant: "acme".into(),
+            callback_url: None,
+            routes: Vec::new(),
+        })
+        .await
+        .unwrap();
+    let mut owed = event("run-owed");
+    owed.parent_id = run.id.clone();
+    enqueue(&store, &[owed]).await;
+    let claimed = claim(&store, &claim_request(1, 30_000)).await.remove(0);
+    store
+        .settle(&[settlement(&claimed, Settle::Failed { exhausted: true })])
+        .await
+        .unwrap();
+    let before = store.get_run(&run.id).await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    store
+        .retry_event(&ManualRetry {
+            event_id: "run-owed".into(),
+            kind: "test".into(),
+            expected_status: DeliveryStatus::Failed,
+            expected_cycle: Some(1),
+            allow_uncertain: false,
+            actor: "operator".into(),
+            max_attempts: 6,
+            audit: true,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status(&store, "run-owed").await, DeliveryStatus::Pending);
+    let after = store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(
+        (after.status, &after.result, after.updated_at_ms),
+        (before.status, &before.result, before.updated_at_ms),
+        "the run is untouched"
     );
     store.close().await;
 }

@@ -69,3 +69,28 @@ async fn dead_letters_written_before_migration_9_keep_their_event_s_cycle(db: &T
     );
     store.close().await;
 }
+
+/// The SQLite store commits durably: `synchronous = FULL` (2) in WAL, on its
+/// connection and again on a store reopened over the same file (the pragmas are
+/// set per connection, not kept in the file).
+#[tokio::test]
+async fn every_sqlite_connection_is_synchronous_full_in_wal() {
+    let db = TestDb::new(herald::store::Engine::Sqlite).await;
+    for _ in 0..2 {
+        let store = db.store().await;
+        let mut conn = store.pool().acquire().await.unwrap();
+        let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(synchronous, 2, "FULL");
+        let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(journal, "wal");
+        drop(conn);
+        store.close().await;
+    }
+    db.drop_db().await;
+}
