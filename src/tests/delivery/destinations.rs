@@ -270,6 +270,17 @@ async fn operators_close_a_breaker_by_hand_audited_and_readers_cannot() {
         .unwrap();
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
     assert_eq!(store.breakers().await.unwrap()[0].state, "open");
+    // The console's server function refuses a reader's forged close the same way.
+    let forged = server
+        .session(Role::Reader)
+        .await
+        .post(server.url("/console-api/close-breaker"))
+        .form(&[("destination", destination)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    assert_eq!(store.breakers().await.unwrap()[0].state, "open");
     let unknown = client
         .post(&close)
         .bearer_auth(&operator)

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use herald::store::ports::OutboxStore;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use sqlx::Executor;
@@ -568,4 +569,75 @@ async fn approvals_in_sqlite_with_jobs_in_postgres() {
         herald::store::Engine::Sqlite,
     )
     .await;
+}
+
+/// A replay on the failed shelf: a reader's forged `replay-retry` is refused (403)
+/// and leaves it there at its cycle; an admin's same call retries it (issue 19).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reader_s_forged_replay_retry_is_refused_and_the_replay_stays_shelved() {
+    let receiver = Receiver::start().await;
+    let (server, _config, api) = start(&receiver).await;
+    let operator = server.token(Role::Operator).await;
+    let account = api
+        .create(&operator, "Account", json!({"Status": "Customer"}))
+        .await;
+    let deal = api
+        .create(&operator, "Opportunity", json!({"AccountId": account}))
+        .await;
+    let id = api.submit(&operator, &deal).await;
+    let (_, recalled) = api
+        .post(
+            &operator,
+            &format!("/api/v1/approvals/{id}/recall"),
+            json!({}),
+        )
+        .await;
+    let replay = format!("recall_{id}_{}", recalled["transition_seq"]);
+    api.wait_event(&operator, &id, &replay, "completed").await;
+    // Shelved as the replay worker shelves an exhausted one (the failure itself is
+    // the contract tests'): failed, at cycle 1.
+    let store = server.db.store().await;
+    sqlx::query(&store.engine().sql(
+        "UPDATE outbox_events SET status = 'failed', failed_at = 1, completed_at = NULL \
+         WHERE event_id = ?",
+    ))
+    .bind(&replay)
+    .execute(store.pool())
+    .await
+    .unwrap();
+
+    let form = [("event_id", replay.as_str()), ("expected_cycle", "1")];
+    let forged = server
+        .session(Role::Reader)
+        .await
+        .post(server.url("/console-api/replay-retry"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    let shelved = store.get_event(&replay).await.unwrap().unwrap();
+    assert_eq!(
+        (shelved.status, shelved.cycle),
+        (vocab::DeliveryStatus::Failed, 1),
+        "still shelved at its cycle"
+    );
+    let retried = server
+        .session(Role::Admin)
+        .await
+        .post(server.url("/console-api/replay-retry"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        retried.status(),
+        StatusCode::OK,
+        "{:?}",
+        retried.text().await
+    );
+    assert_eq!(store.get_event(&replay).await.unwrap().unwrap().cycle, 2);
+    store.close().await;
+    receiver.stop();
+    server.stop().await;
 }

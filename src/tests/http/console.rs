@@ -94,6 +94,28 @@ async fn anonymous_state_changing_requests_are_401_before_any_csrf_check() {
         .unwrap();
     assert_eq!(forged.status(), StatusCode::FORBIDDEN);
     assert!(forged.text().await.unwrap().contains("cross-site"));
+    // The console's server functions too: an admin's cookie sent from another
+    // origin is refused before the function runs.
+    let command = json!({"command": {"event_id": "x", "kind": "callback",
+        "expected_status": "failed", "expected_cycle": 1, "allow_uncertain": false}});
+    let forged = admin
+        .post(server.url("/console-api/retry"))
+        .header("origin", "http://evil.example")
+        .json(&command)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    assert!(forged.text().await.unwrap().contains("cross-site"));
+    // The same call from the console's own origin reaches the function (which
+    // finds no such delivery): the origin alone made the difference.
+    let own = admin
+        .post(server.url("/console-api/retry"))
+        .json(&command)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), StatusCode::NOT_FOUND);
     server.stop().await;
 }
 
@@ -607,6 +629,15 @@ async fn bulk_retry_counts_first_leaves_uncertain_alone_without_acknowledgement_
         .await
         .unwrap();
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    // A reader's forged bulk retry is refused too; the preview below still finds
+    // everything failed, so it changed nothing.
+    let forged = reader
+        .post(server.url("/console-api/bulk-retry"))
+        .json(&json!({"query": {"status": "needs_attention"}, "allow_uncertain": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
 
     let operator_browser = server.session(Role::Operator).await;
     let (status, preview) = json_of(
