@@ -14,6 +14,11 @@ impl SecretFile {
         SecretFile(file)
     }
 
+    /// Rotates the secret in place: the same file (and reference), a new value.
+    pub fn rewrite(&self, secret: &str) {
+        std::fs::write(self.0.path(), secret).unwrap();
+    }
+
     /// The reference a setting or route takes (`file:/path`).
     pub fn reference(&self) -> String {
         format!("file:{}", self.0.path().display())

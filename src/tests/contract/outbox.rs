@@ -39,6 +39,7 @@ testkit::contract_tests!(
     a_second_failure_keeps_the_first_dead_letter,
     a_claim_never_hands_out_more_than_its_batch_size,
     a_manual_retry_leaves_the_run_untouched,
+    the_gauges_show_an_old_pending_event_and_an_expired_lease,
 );
 
 pub(crate) fn event(id: &str) -> NewEvent {
@@ -1002,5 +1003,83 @@ async fn a_manual_retry_leaves_the_run_untouched(db: &TestDb) {
         (before.status, &before.result, before.updated_at_ms),
         "the run is untouched"
     );
+    store.close().await;
+}
+
+/// The value of the gauge line starting with `series` in `text`.
+fn gauge(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{series} missing:\n{text}"))
+}
+
+/// A pending event created 90 s ago and a lease that expired unsettled read above
+/// 0 in `herald_outbox_oldest_pending_age_seconds` and `herald_outbox_expired_leases`
+/// (and both fall back to 0 once the events move on).
+async fn the_gauges_show_an_old_pending_event_and_an_expired_lease(db: &TestDb) {
+    use herald::outbox::metrics::Metrics;
+    let store = db.store().await;
+    enqueue(&store, &[event("held"), event("waiting")]).await;
+    let held = claim(&store, &claim_request(1, 30_000)).await.remove(0);
+    let (held_id, waiting) = if held.event_id == "held" {
+        ("held", "waiting")
+    } else {
+        ("waiting", "held")
+    };
+    // Arranged as time would leave them: the other event 90 s old and still
+    // pending, the claimed one's lease run out without a settlement.
+    for (sql, id) in [
+        (
+            "UPDATE outbox_events SET created_at = created_at - 90000 WHERE event_id = ?",
+            waiting,
+        ),
+        (
+            "UPDATE outbox_events SET lease_expires_at = 1 WHERE event_id = ?",
+            held_id,
+        ),
+    ] {
+        sqlx::query(&store.engine().sql(sql))
+            .bind(id)
+            .execute(store.pool())
+            .await
+            .unwrap();
+    }
+    let metrics = Metrics::new();
+    metrics.declare("jobs", "test");
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    metrics.refresh("jobs", &store.stats(false).await.unwrap(), now_ms());
+    let text = metrics.render();
+    let age = gauge(
+        &text,
+        r#"herald_outbox_oldest_pending_age_seconds{kind="test",source="jobs"}"#,
+    );
+    assert!((90.0..120.0).contains(&age), "oldest pending age {age}");
+    let expired = r#"herald_outbox_expired_leases{kind="test",source="jobs"}"#;
+    assert_eq!(gauge(&text, expired), 1.0);
+
+    // Both settle: the gauges read 0 again.
+    let both = claim(&store, &claim_request(10, 30_000)).await;
+    assert_eq!(both.len(), 2, "the pending one and the expired lease");
+    let done: Vec<Settlement> = both
+        .iter()
+        .map(|e| settlement(e, Settle::Completed))
+        .collect();
+    settle_retrying(&store, &done).await;
+    metrics.refresh("jobs", &store.stats(false).await.unwrap(), now_ms());
+    let text = metrics.render();
+    assert_eq!(
+        gauge(
+            &text,
+            r#"herald_outbox_oldest_pending_age_seconds{kind="test",source="jobs"}"#
+        ),
+        0.0
+    );
+    assert_eq!(gauge(&text, expired), 0.0);
     store.close().await;
 }

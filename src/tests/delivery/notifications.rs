@@ -660,6 +660,79 @@ async fn bad_transition_input_is_answered_with_a_4xx_that_names_it() {
     server.stop().await;
 }
 
+/// A chat message may have been posted when the process sending it is SIGKILLed
+/// (chat has no idempotency key): after the restart its expired lease makes it
+/// `uncertain`, and it is never posted again by itself (issue 19).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_mid_chat_post_ends_uncertain_and_is_never_resent() {
+    herald::channels::install_crypto_provider();
+    let receiver = Receiver::start().await;
+    receiver.pause();
+    let config = config(
+        &receiver,
+        "destination_allowlist = \"127.0.0.0/8\"\nlease_secs = 2",
+    );
+    let db = TestDb::new(herald::store::Engine::Sqlite).await;
+    let config_path = config.path().to_str().unwrap().to_string();
+    let flags = ["--config", config_path.as_str()];
+    let mut herald = HeraldProcess::spawn(&db.url, &flags);
+    let base = herald.ready().await;
+    let api = Api {
+        base: base.clone(),
+        token: testkit::api_token(&db.url, Role::Operator).await,
+        client: reqwest::Client::new(),
+    };
+    let run = api.run(None, &["ops-chat"]).await;
+    let (status, _) = api.finish(&run, "succeeded", json!({"n": 1})).await;
+    assert_eq!(status, StatusCode::OK);
+    let chat_posts = || {
+        receiver
+            .requests()
+            .iter()
+            .filter(|r| r.path == "/chat")
+            .count()
+    };
+    wait_for(
+        "the chat post to arrive",
+        Duration::from_secs(10),
+        async || chat_posts() == 1,
+    )
+    .await;
+    herald.kill();
+    receiver.resume();
+
+    let herald = HeraldProcess::spawn(&db.url, &flags);
+    let store = db.store().await;
+    let id = format!("deliver_{run}_ops-chat");
+    let event = || {
+        let store = store.clone();
+        let id = id.clone();
+        async move {
+            herald::store::ports::OutboxStore::get_event(&store, &id)
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    wait_for(
+        "the post to be uncertain",
+        Duration::from_secs(30),
+        async || event().await.status == vocab::DeliveryStatus::Uncertain,
+    )
+    .await;
+    // A resend would come within a backoff (200 ms at most) and a poll (50 ms);
+    // ten times that passes and nothing more is posted.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let settled = event().await;
+    assert_eq!(settled.status, vocab::DeliveryStatus::Uncertain);
+    assert_eq!(settled.attempts, 1, "never resent automatically");
+    assert_eq!(chat_posts(), 1, "posted once");
+    drop(herald);
+    receiver.stop();
+    store.close().await;
+    db.drop_db().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigkill_while_the_receiver_holds_the_request_redelivers_the_same_id() {
     let receiver = Receiver::start().await;

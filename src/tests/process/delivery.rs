@@ -518,28 +518,25 @@ brand = "{brand}"
     file
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_route_changed_between_commit_and_send_does_not_change_what_was_frozen() {
+/// Ends a run routed to `ops` and `ops-chat` under the configuration `config`, in
+/// this process (nothing is sent: no worker runs here); returns its id.
+async fn commit_routed_run(
+    db: &TestDb,
+    store: &SqlStore,
+    config: &tempfile::NamedTempFile,
+) -> String {
     use herald::config::{Settings, SettingsArgs};
     use herald::service::runs::TransitionRequest;
     use herald::store::ports::{NewRun, RunRepository};
     use vocab::{Role, RunStatus, Viewer};
 
-    let (old_secret, new_secret) = (SecretFile::new(OLD_SECRET), SecretFile::new(NEW_SECRET));
-    let db = TestDb::new(Engine::Sqlite).await;
-    let store = db.store().await;
-    let receiver = Receiver::start().await;
-    receiver.verify_with("old-hook", OLD_SECRET);
-    let committed_with = route_config(&receiver, "old", "Old Brand", &old_secret);
-
-    // The run ends while the first configuration is in force; nothing is sent yet.
     let settings = Settings::resolve(&SettingsArgs {
         database_url: Some(db.url.clone()),
-        config: Some(committed_with.path().to_path_buf()),
+        config: Some(config.path().to_path_buf()),
         ..Default::default()
     })
     .unwrap();
-    let runs = testkit::run_service(&store, &settings);
+    let runs = testkit::run_service(store, &settings);
     let run = store
         .create_run(NewRun {
             run_type: "etl".into(),
@@ -565,6 +562,28 @@ async fn a_route_changed_between_commit_and_send_does_not_change_what_was_frozen
         .await
         .unwrap();
     assert_eq!(done.notifications.len(), 2);
+    run.id
+}
+
+/// Waits until both of the run's deliveries completed.
+async fn both_delivered(store: &SqlStore, run: &str) {
+    wait_for("both deliveries", Duration::from_secs(30), async || {
+        let events = store.events_for_parent("run", run).await.unwrap();
+        events.len() == 2 && events.iter().all(|e| e.status == DeliveryStatus::Completed)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_route_changed_between_commit_and_send_does_not_change_what_was_frozen() {
+    let (old_secret, new_secret) = (SecretFile::new(OLD_SECRET), SecretFile::new(NEW_SECRET));
+    let db = TestDb::new(Engine::Sqlite).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    receiver.verify_with("old-hook", OLD_SECRET);
+    let committed_with = route_config(&receiver, "old", "Old Brand", &old_secret);
+    // The run ends while the first configuration is in force; nothing is sent yet.
+    let run = commit_routed_run(&db, &store, &committed_with).await;
 
     // The operator then moves the route, rebrands it and rotates its secret
     // reference; a new process starts with that configuration.
@@ -572,11 +591,7 @@ async fn a_route_changed_between_commit_and_send_does_not_change_what_was_frozen
     let mut flags = flags_of("30");
     flags.extend(["--config".to_string(), changed.path().display().to_string()]);
     let herald = spawn(&db, &flags);
-    wait_for("both deliveries", Duration::from_secs(30), async || {
-        let events = store.events_for_parent("run", &run.id).await.unwrap();
-        events.len() == 2 && events.iter().all(|e| e.status == DeliveryStatus::Completed)
-    })
-    .await;
+    both_delivered(&store, &run).await;
     drop(herald);
 
     let requests = receiver.requests();
@@ -595,6 +610,36 @@ async fn a_route_changed_between_commit_and_send_does_not_change_what_was_frozen
     );
     let chat = requests.iter().find(|r| r.path == "/old-chat").unwrap();
     assert_eq!(chat.body["username"], "Old Brand");
+    receiver.stop();
+    store.close().await;
+    db.drop_db().await;
+}
+
+/// The secret a route's reference names is read when the request is signed, not
+/// when the run ended: rotated in its file between commit and send, the new
+/// secret signs (and the old one no longer verifies) (issue 19).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_secret_rotated_between_commit_and_send_signs_with_the_new_value() {
+    let secret = SecretFile::new(OLD_SECRET);
+    let db = TestDb::new(Engine::Sqlite).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    let config = route_config(&receiver, "same", "Brand", &secret);
+    let run = commit_routed_run(&db, &store, &config).await;
+    // Rotated in place: the reference is unchanged, its value is new.
+    secret.rewrite(NEW_SECRET);
+    receiver.verify_with("same-hook", NEW_SECRET);
+    let mut flags = flags_of("30");
+    flags.extend(["--config".to_string(), config.path().display().to_string()]);
+    let herald = spawn(&db, &flags);
+    both_delivered(&store, &run).await;
+    drop(herald);
+    let hook = receiver
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/same-hook")
+        .unwrap();
+    assert_eq!(hook.verified, Some(true), "signed with the rotated secret");
     receiver.stop();
     store.close().await;
     db.drop_db().await;
