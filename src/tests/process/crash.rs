@@ -136,3 +136,67 @@ async fn sigterm_drains_work_in_flight_then_exits_zero() {
     store.close().await;
     db.drop_db().await;
 }
+
+/// Asked to stop with work that never finishes, herald waits out its drain
+/// deadline and no longer: it exits in order, says what it left, and the work it
+/// left is neither lost nor settled wrongly. Its leases expire and the next
+/// process delivers each event again under the same id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_drain_whose_deadline_passes_exits_and_leaves_the_work_to_be_recovered() {
+    let db = TestDb::new(Engine::Sqlite).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    receiver.pause();
+    let events: Vec<NewEvent> = (0..3)
+        .map(|i| callback(&format!("stuck-{i}"), &receiver.url()))
+        .collect();
+    enqueue(&store, &events).await;
+
+    let mut flags = worker_flags("2");
+    flags.extend(["--drain-deadline-secs", "2", "--http-timeout-ms", "600000"]);
+    let mut herald = HeraldProcess::spawn(&db.url, &flags);
+    wait_for("all three in flight", Duration::from_secs(30), async || {
+        receiver.held_at_gate().len() >= 3
+    })
+    .await;
+    let asked = std::time::Instant::now();
+    herald.sigterm();
+    let status = herald
+        .exited_within(Duration::from_secs(20))
+        .expect("herald exits once its drain deadline has passed");
+    let took = asked.elapsed();
+    assert!(status.success(), "an orderly stop: {status:?}");
+    assert!(
+        took >= Duration::from_millis(1_900),
+        "it waited for its deadline: exited after {took:?}"
+    );
+    let said = testkit::lines_with(&herald.log, "drain deadline passed");
+    assert_eq!(said.len(), 1, "{said:?}");
+    let left = statuses(&store, "crash-test").await;
+    assert!(
+        left.values().all(|s| *s == DeliveryStatus::Processing),
+        "nothing settled while unanswered: {left:?}"
+    );
+
+    receiver.resume();
+    let restarted = HeraldProcess::spawn(&db.url, &worker_flags("2"));
+    wait_for(
+        "every event recovered",
+        Duration::from_secs(30),
+        async || all_completed(&store, "crash-test").await,
+    )
+    .await;
+    let seen = receiver.arrivals_per_event();
+    for event in &events {
+        assert_eq!(
+            seen.get(&event.event_id),
+            Some(&2),
+            "{}: held once, delivered again under the same id",
+            event.event_id
+        );
+    }
+    drop(restarted);
+    receiver.stop();
+    store.close().await;
+    db.drop_db().await;
+}

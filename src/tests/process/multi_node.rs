@@ -734,3 +734,48 @@ async fn three_nodes_on_galera_survive_a_database_kill_a_node_kill_and_a_quorum_
     store.close().await;
     galera.drop_database(&name).await;
 }
+
+/// A node on PostgreSQL is woken by another node's commit (its NOTIFY), not by
+/// its poll: with a poll of a minute, an event committed without the notice waits,
+/// and one committed with it goes at once, taking the waiting one along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_is_woken_by_another_node_s_commit_not_by_its_poll() {
+    let db = TestDb::new(Engine::Postgres).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    let node = Node::start(
+        &db.url,
+        None,
+        "3",
+        &[("HERALD_WORKER_POLL_INTERVAL_MS", "60000")],
+    )
+    .await;
+    // Its start-up pass has found nothing: it idles until woken or a minute passes.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // Committed as another node's producer would, without its notice: it waits.
+    enqueue(&store, &[callback("unannounced", &receiver.url())]).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        receiver.arrivals().is_empty(),
+        "the precondition: no poll came within 3 s"
+    );
+
+    // The next commit is followed by the peer notice, as every node sends it.
+    enqueue(&store, &[callback("announced", &receiver.url())]).await;
+    assert!(
+        herald::store::ports::OutboxStore::notify_peers(&store)
+            .await
+            .unwrap(),
+        "PostgreSQL has a notice"
+    );
+    // Within 20 s, a third of its poll: only the notice can have woken it.
+    wait_for("both delivered", Duration::from_secs(20), async || {
+        receiver.arrivals().len() == 2
+    })
+    .await;
+    drop(node);
+    receiver.stop();
+    store.close().await;
+    db.drop_db().await;
+}
