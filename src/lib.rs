@@ -1,7 +1,7 @@
 //! Herald: a durable side-effect engine with an operator console.
 //!
 //! Map of the crate, top to bottom (see `docs/ARCHITECTURE.md` for the whole picture):
-//! - [`cli`], [`server`], [`runtime`], [`config`]: the `herald` binary, its
+//! - [`cli`], [`server`], [`runtime`], [`config`], [`config_check`]: the `herald` binary, its
 //!   settings and the outbox machinery built from the configured sources;
 //! - [`http`]: the console's adapters, the JSON and admin APIs, sign-in, probes;
 //! - [`service`]: every operation with its permission check;
@@ -22,6 +22,7 @@ pub mod channels;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod config_check;
 pub mod http;
 pub mod jobs;
 pub mod outbox;

@@ -90,7 +90,7 @@ pub async fn run(
         );
     }
 
-    warn_if_the_callback_secret_is_unreadable(&settings);
+    crate::config_check::log_config_notices(&settings);
 
     let metrics = Arc::new(Metrics::new());
     let stop = CancellationToken::new();
@@ -274,22 +274,5 @@ async fn next_of(signal: &mut Option<tokio::signal::unix::Signal>) {
             signal.recv().await;
         }
         None => std::future::pending::<()>().await,
-    }
-}
-
-/// Says at start-up what would otherwise show only as every callback waiting: the
-/// signing secret they are signed with cannot be read. (They are kept and retried,
-/// and never count against their receiver's breaker, until it can.)
-fn warn_if_the_callback_secret_is_unreadable(settings: &Settings) {
-    let reference = &settings.callback_secret_ref;
-    if reference.is_empty() {
-        return;
-    }
-    if let Err(err) = crate::channels::secrets::resolve_keys(reference) {
-        tracing::error!(
-            setting = "callback_secret_ref",
-            error = %err,
-            "the callback signing secret cannot be read: run callbacks are kept and retried, unsent, until it can"
-        );
     }
 }

@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 use leptos_router::components::A;
 
-use crate::api::{current_viewer, Failure};
+use crate::api::{config_notices, current_viewer, Failure};
 use crate::dto::Viewer;
 
 /// Live updates: calls `refresh` every two seconds while the page is visible and
@@ -172,5 +172,49 @@ fn ViewerBadge(viewer: Viewer) -> impl IntoView {
         <form method="post" action="/auth/logout" class="inline">
             <button type="submit" class="link-button" data-testid="logout">"Sign out"</button>
         </form>
+    }
+}
+
+/// What the node's configuration keeps from working (a callback signing secret it
+/// cannot read), above the page's content. Nothing when all is well; a muted line
+/// when the check itself could not be loaded (the page below still works).
+#[component]
+pub fn ConfigNotices() -> impl IntoView {
+    let notices = Resource::new(|| (), |_| config_notices());
+    view! {
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                match notices.await {
+                    Ok(list) if list.is_empty() => ().into_any(),
+                    Ok(list) => view! {
+                        <div class="alert warn config-notices" role="alert" data-testid="config-notices">
+                            <h2>"This node's configuration needs attention"</h2>
+                            <ul>
+                                {list
+                                    .into_iter()
+                                    .map(|n| {
+                                        let setting = n.setting.clone();
+                                        view! {
+                                            <li data-testid="config-notice" data-setting=setting>
+                                                <code>{n.setting}</code>": "{n.problem}
+                                            </li>
+                                        }
+                                    })
+                                    .collect_view()}
+                            </ul>
+                        </div>
+                    }
+                    .into_any(),
+                    // Signed out: the page itself says so.
+                    Err(failure) if failure.status == 401 => ().into_any(),
+                    Err(failure) => view! {
+                        <p class="muted small" data-testid="config-notices-error">
+                            "The configuration checks could not be loaded: "{failure.message}
+                        </p>
+                    }
+                    .into_any(),
+                }
+            })}
+        </Transition>
     }
 }

@@ -5,8 +5,8 @@ use async_trait::async_trait;
 
 use crate::dto::{
     ApprovalDetailView, ApprovalRow, AuditPage, BreakerClosed, BreakerView, BulkOutcome,
-    BulkPreview, DeliveryPage, DeliveryQuery, DeliveryView, ReplayShelfView, RetryCommand, RunPage,
-    RunQuery, RunView, Viewer,
+    BulkPreview, ConfigNotice, DeliveryPage, DeliveryQuery, DeliveryView, ReplayShelfView,
+    RetryCommand, RunPage, RunQuery, RunView, Viewer,
 };
 
 /// A failure the console can show: an HTTP-like status and a human message.
@@ -26,6 +26,12 @@ pub trait ConsolePort: Send + Sync + 'static {
     ) -> Result<RunPage, ConsoleError>;
 
     async fn run_view(&self, viewer: Option<&Viewer>, id: &str) -> Result<RunView, ConsoleError>;
+
+    /// What this node's configuration keeps from working, for any signed-in viewer.
+    async fn config_notices(
+        &self,
+        viewer: Option<&Viewer>,
+    ) -> Result<Vec<ConfigNotice>, ConsoleError>;
 
     async fn retry_delivery(
         &self,

@@ -73,6 +73,9 @@ test("a deep link renders its filters on the server", async ({ page }) => {
   await waitForHydration(page);
   await expect(page.getByTestId("run-row")).toHaveCount(2);
   await expect(page.getByTestId("status-queued")).toHaveAttribute("aria-current", "true");
+  // The shared server's callback secret is readable: no configuration notice.
+  await expect(page.getByTestId("config-notices")).toHaveCount(0);
+  await expect(page.getByTestId("config-notices-error")).toHaveCount(0);
   // Status chips carry their counts over all runs (capped, so "10,000+" past ten
   // thousand): at least this spec's runs, which all stay queued.
   const queued = page.getByTestId("status-queued").getByTestId("status-count");

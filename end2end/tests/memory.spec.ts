@@ -91,6 +91,13 @@ test("pages that need the outbox say durable delivery is unavailable on this sto
 
   await signIn(page, "admin");
   await expect(page.getByTestId("run-link")).toHaveCount(1);
+  // This server was given no callback signing secret: the Runs page says so, by
+  // setting, above the runs (which still work), and never shows the value.
+  const notices = page.getByTestId("config-notices");
+  await expect(notices).toBeVisible();
+  await expect(notices.getByTestId("config-notice")).toHaveAttribute("data-setting", "callback_secret_ref");
+  await expect(notices).toContainText("run callbacks are kept and retried, unsent");
+  await expectAccessible(page, "/runs with a configuration notice");
   // Client-side navigation (a server function answering 501) shows the same notice.
   await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Deliveries" }).click();
   await expect(page).toHaveURL(/\/deliveries$/);

@@ -25,7 +25,7 @@ fn unavailable(store: &str, reason: String) -> (StatusCode, Json<Value>) {
 }
 
 /// Ready when the outbox's stores answer its workers, and the database is reachable
-/// and migrated.
+/// and migrated; the answer lists the configuration's notices (`config_check`).
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     if let Some(outage) = state.store_health.iter().find_map(|h| h.outage()) {
         return unavailable(
@@ -38,7 +38,15 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
         );
     }
     match tokio::time::timeout(READY_CHECK_TIMEOUT, state.store.is_ready()).await {
-        Ok(true) => (StatusCode::OK, Json(json!({ "status": "ready" }))),
+        // Ready, with what the configuration keeps from working (a callback secret
+        // that cannot be read): not a reason to take the node out of service.
+        Ok(true) => (
+            StatusCode::OK,
+            Json(json!({
+                "status": "ready",
+                "notices": crate::config_check::config_notices(&state.settings),
+            })),
+        ),
         Ok(false) => unavailable(
             "not_ready",
             "database unreachable or not migrated".to_string(),

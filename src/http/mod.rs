@@ -42,9 +42,14 @@ pub const SESSION_COOKIE: &str = "herald_session";
 pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
     let routes = generate_route_list(App);
     let console: Arc<dyn ConsolePort> = Arc::new(
-        Console::new(state.runs.clone(), state.deliveries.clone()).with_destinations(
-            crate::service::destinations::DestinationService::for_store(&state.store),
-        ),
+        Console::new(
+            state.runs.clone(),
+            state.deliveries.clone(),
+            state.settings.clone(),
+        )
+        .with_destinations(crate::service::destinations::DestinationService::for_store(
+            &state.store,
+        )),
     );
     let approvals_console: Arc<dyn app::port::ApprovalsPort> = Arc::new(ApprovalsConsole {
         approvals: state.approvals.clone(),

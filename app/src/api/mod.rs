@@ -12,8 +12,8 @@ use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
 use serde::{Deserialize, Serialize};
 
 use crate::dto::{
-    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery,
-    DeliveryView, RetryCommand, RunPage, RunView, Viewer,
+    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
+    DeliveryQuery, DeliveryView, RetryCommand, RunPage, RunView, Viewer,
 };
 #[cfg(feature = "ssr")]
 use crate::dto::{DeliveryFilter, RunQuery, RunStatus};
@@ -135,6 +135,16 @@ pub async fn load_run(id: String) -> Result<RunView, Failure> {
     let viewer = server::viewer();
     server::port()?
         .run_view(viewer.as_ref(), &id)
+        .await
+        .map_err(server::from_port)
+}
+
+/// What this node's configuration keeps from working (empty: nothing).
+#[server(prefix = "/console-api", endpoint = "config-notices")]
+pub async fn config_notices() -> Result<Vec<ConfigNotice>, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .config_notices(viewer.as_ref())
         .await
         .map_err(server::from_port)
 }

@@ -1,12 +1,13 @@
 //! Types shared by the server and the browser: the vocabulary (roles, permissions,
 //! the signed-in viewer, run and delivery states — defined in the `vocab` crate and
 //! re-exported here) and the views the console shows, by family (runs, deliveries,
-//! approvals, audit, breakers).
+//! approvals, audit, breakers, configuration notices).
 
 pub mod approvals;
 pub mod audit;
 pub mod breakers;
 pub mod deliveries;
+pub mod notices;
 pub mod runs;
 
 pub use vocab::{DeliveryFilter, DeliveryStatus, Permission, Role, RunStatus, Viewer};
@@ -21,4 +22,5 @@ pub use deliveries::{
     AttemptView, BulkOutcome, BulkPreview, DeliveryCounts, DeliveryDetail, DeliveryPage,
     DeliveryQuery, DeliveryView, RetryCommand,
 };
+pub use notices::ConfigNotice;
 pub use runs::{format_count, RunFacts, RunPage, RunQuery, RunSummary, RunView, STATUS_COUNT_CAP};

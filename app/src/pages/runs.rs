@@ -11,7 +11,9 @@ use leptos_router::NavigateOptions;
 use leptos_router::components::Form;
 
 use crate::api::{list_runs, Failure};
-use crate::components::{focus_within, poll_while_visible, ErrorPanel, ScrollingTable, TopBar};
+use crate::components::{
+    focus_within, poll_while_visible, ConfigNotices, ErrorPanel, ScrollingTable, TopBar,
+};
 use crate::dto::{
     format_count, DeliveryCounts, DeliveryFilter, DeliveryStatus, RunPage, RunStatus, RunSummary,
 };
@@ -115,6 +117,7 @@ pub fn RunsPage() -> impl IntoView {
                     </p>
                 </div>
             </div>
+            <ConfigNotices />
             <Transition fallback=|| view! { <div class="panel state">"Loading runs…"</div> }>
                 {move || Suspend::new(async move {
                     match page.await {

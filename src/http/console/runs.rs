@@ -4,17 +4,21 @@
 use async_trait::async_trait;
 
 use app::dto::{
-    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, DeliveryPage, DeliveryQuery,
-    DeliveryView, RetryCommand, RunPage, RunQuery, RunView,
+    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
+    DeliveryQuery, DeliveryView, RetryCommand, RunPage, RunQuery, RunView,
 };
 
 use app::port::{ConsoleError, ConsolePort};
 use vocab::Viewer;
 
+use std::sync::Arc;
+
+use crate::config::Settings;
 use crate::http::error::console_error;
 use crate::service::deliveries::{DeliveryService, RetryRequest};
 use crate::service::destinations::DestinationService;
 use crate::service::runs::RunService;
+use crate::service::ServiceError;
 
 /// Audit rows per console page.
 const AUDIT_PAGE: u32 = 50;
@@ -23,14 +27,16 @@ pub struct Console {
     runs: RunService,
     deliveries: DeliveryService,
     destinations: Option<DestinationService>,
+    settings: Arc<Settings>,
 }
 
 impl Console {
-    pub fn new(runs: RunService, deliveries: DeliveryService) -> Self {
+    pub fn new(runs: RunService, deliveries: DeliveryService, settings: Arc<Settings>) -> Self {
         Console {
             runs,
             deliveries,
             destinations: None,
+            settings,
         }
     }
 
@@ -60,6 +66,16 @@ impl ConsolePort for Console {
 
     async fn run_view(&self, viewer: Option<&Viewer>, id: &str) -> Result<RunView, ConsoleError> {
         self.runs.view(viewer, id).await.map_err(console_error)
+    }
+
+    async fn config_notices(
+        &self,
+        viewer: Option<&Viewer>,
+    ) -> Result<Vec<ConfigNotice>, ConsoleError> {
+        if viewer.is_none() {
+            return Err(console_error(ServiceError::Unauthenticated));
+        }
+        Ok(crate::config_check::config_notices(&self.settings))
     }
 
     async fn retry_delivery(

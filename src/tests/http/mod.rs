@@ -1,9 +1,11 @@
 //! A real Herald server in this process on a loopback port, spoken to over HTTP:
 //! the runs API, the console and admin API, approvals, roles and sessions, sign-in
-//! abuse, a store locked by another session, and the ephemeral `memory://` store.
+//! abuse, a store locked by another session, configuration notices, and the
+//! ephemeral `memory://` store.
 
 mod approvals;
 mod batch_transitions;
+mod config_notices;
 mod console;
 mod locked_store;
 mod memory_store;
