@@ -5,6 +5,7 @@
 
 use leptos::prelude::*;
 
+use super::Failure;
 use crate::dto::{ApprovalDetailView, ApprovalRow, ReplayShelfView};
 
 #[cfg(feature = "ssr")]
@@ -13,24 +14,19 @@ mod server {
 
     use leptos::prelude::*;
 
-    use crate::api::server::set_status;
-    pub use crate::api::server::viewer;
+    use crate::api::server::fail as failure;
+    pub use crate::api::server::{from_port as fail, viewer};
+    use crate::api::Failure;
     use crate::port::ApprovalsPort;
-    use crate::port::ConsoleError;
 
-    pub fn port() -> Result<Arc<dyn ApprovalsPort>, ServerFnError> {
+    pub fn port() -> Result<Arc<dyn ApprovalsPort>, Failure> {
         use_context::<Arc<dyn ApprovalsPort>>()
-            .ok_or_else(|| ServerFnError::new("approvals port missing from context"))
-    }
-
-    pub fn fail(err: ConsoleError) -> ServerFnError {
-        set_status(err.status);
-        ServerFnError::new(err.message)
+            .ok_or_else(|| failure(500, "approvals port missing from context"))
     }
 }
 
 #[server(prefix = "/console-api", endpoint = "approvals")]
-pub async fn list_approvals() -> Result<Vec<ApprovalRow>, ServerFnError> {
+pub async fn list_approvals() -> Result<Vec<ApprovalRow>, Failure> {
     let viewer = server::viewer();
     server::port()?
         .list(viewer.as_ref())
@@ -39,7 +35,7 @@ pub async fn list_approvals() -> Result<Vec<ApprovalRow>, ServerFnError> {
 }
 
 #[server(prefix = "/console-api", endpoint = "approval")]
-pub async fn approval_detail(id: String) -> Result<ApprovalDetailView, ServerFnError> {
+pub async fn approval_detail(id: String) -> Result<ApprovalDetailView, Failure> {
     let viewer = server::viewer();
     server::port()?
         .detail(viewer.as_ref(), &id)
@@ -48,7 +44,7 @@ pub async fn approval_detail(id: String) -> Result<ApprovalDetailView, ServerFnE
 }
 
 #[server(prefix = "/console-api", endpoint = "approval-action")]
-pub async fn act_on_approval(id: String, action: String) -> Result<ApprovalRow, ServerFnError> {
+pub async fn act_on_approval(id: String, action: String) -> Result<ApprovalRow, Failure> {
     let viewer = server::viewer();
     server::port()?
         .act(viewer.as_ref(), &id, &action)
@@ -57,7 +53,7 @@ pub async fn act_on_approval(id: String, action: String) -> Result<ApprovalRow, 
 }
 
 #[server(prefix = "/console-api", endpoint = "replay-shelf")]
-pub async fn replay_shelf() -> Result<ReplayShelfView, ServerFnError> {
+pub async fn replay_shelf() -> Result<ReplayShelfView, Failure> {
     let viewer = server::viewer();
     server::port()?
         .shelf(viewer.as_ref())
@@ -66,7 +62,7 @@ pub async fn replay_shelf() -> Result<ReplayShelfView, ServerFnError> {
 }
 
 #[server(prefix = "/console-api", endpoint = "replay-retry")]
-pub async fn retry_replay(event_id: String, expected_cycle: i64) -> Result<(), ServerFnError> {
+pub async fn retry_replay(event_id: String, expected_cycle: i64) -> Result<(), Failure> {
     let viewer = server::viewer();
     server::port()?
         .retry_replay(viewer.as_ref(), &event_id, expected_cycle)

@@ -30,10 +30,26 @@ impl FromServerFnError for Failure {
     type Encoder = JsonEncoding;
 
     fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
-        Failure {
-            status: 500,
-            message: value.to_string(),
-        }
+        // Arguments that do not decode are the caller's mistake (400), a wrong
+        // method too (405); anything else the framework reports is the server's.
+        // (On the server, the only thing deserialized is the arguments.)
+        let (status, message) = match value {
+            ServerFnErrorErr::Args(why) | ServerFnErrorErr::MissingArg(why) => (400, why),
+            #[cfg(feature = "ssr")]
+            ServerFnErrorErr::Deserialization(why) => (400, why),
+            ServerFnErrorErr::UnsupportedRequestMethod(method) => {
+                (405, format!("{method} is not accepted here"))
+            }
+            other => (500, other.to_string()),
+        };
+        let message = if status == 400 {
+            format!("the request's arguments could not be read: {message}")
+        } else {
+            message
+        };
+        #[cfg(feature = "ssr")]
+        server::set_status(status);
+        Failure { status, message }
     }
 }
 

@@ -787,3 +787,54 @@ async fn an_oversize_body_to_a_server_function_is_refused_with_413() {
     assert_eq!(status, StatusCode::OK, "{page}");
     server.stop().await;
 }
+
+/// Arguments a server function cannot decode are the caller's mistake: 400 with
+/// what was wrong, on the runs family's functions and the Approvals page's alike,
+/// and the server function never runs (issue 19).
+#[tokio::test]
+async fn malformed_server_function_arguments_answer_400_with_a_message() {
+    let server = TestServer::start().await;
+    let operator = server.session(Role::Operator).await;
+    let cases: Vec<(&str, reqwest::RequestBuilder)> = vec![
+        (
+            "retry: not JSON",
+            operator
+                .post(server.url("/console-api/retry"))
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body("{not json"),
+        ),
+        (
+            "deliveries: a wrong type",
+            operator
+                .post(server.url("/console-api/deliveries"))
+                .json(&json!({"query": {"limit": "many"}})),
+        ),
+        (
+            "replay-retry: a missing argument",
+            operator
+                .post(server.url("/console-api/replay-retry"))
+                .form(&[("event_id", "x")]),
+        ),
+        (
+            "approval-action: not a form",
+            operator
+                .post(server.url("/console-api/approval-action"))
+                .header(
+                    reqwest::header::CONTENT_TYPE,
+                    "application/x-www-form-urlencoded",
+                )
+                .body("%%%"),
+        ),
+    ];
+    for (what, request) in cases {
+        let resp = request.send().await.unwrap();
+        let status = resp.status();
+        let body = resp.text().await.unwrap();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{what}: {body}");
+        assert!(
+            body.contains("argument"),
+            "{what} says what was wrong: {body}"
+        );
+    }
+    server.stop().await;
+}
