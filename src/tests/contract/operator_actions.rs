@@ -178,4 +178,6 @@ async fn the_bulk_preview_counts_what_the_retry_will_do_past_the_cap(db: &TestDb
         "the preview said what the retry did"
     );
     assert_eq!(count(&store, "pending").await, i64::from(expected));
+    assert!(outcome.capped, "more matched than one bulk retry takes");
+    assert_eq!(outcome.retried, 1_000);
 }

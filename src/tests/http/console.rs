@@ -498,6 +498,34 @@ async fn the_admin_outbox_api_redacts_filters_pages_and_retries_with_compare_and
     assert_eq!(status, StatusCode::OK, "{view}");
     assert!(view["run"]["result"].is_null() && view["run"]["callback_url"].is_null());
     assert_eq!(view["deliveries"][0]["can_retry"], false);
+    // The Deliveries page's listing, as the reader's browser calls it: the failed
+    // events still shelved, redacted like the admin API's (origins only, no payload).
+    let (status, page) = json_of(
+        reader_browser
+            .post(server.url("/console-api/deliveries"))
+            .json(&json!({"query": {"status": "failed"}}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let listed = page.to_string();
+    assert!(
+        page["events"].as_array().is_some_and(|d| !d.is_empty()),
+        "{page}"
+    );
+    for private in [
+        "secret-path",
+        "s3cr3t-query",
+        "private-result",
+        "secret_ref",
+    ] {
+        assert!(
+            !listed.contains(private),
+            "{private} shown to a reader: {listed}"
+        );
+    }
     assert_eq!(view["deliveries"][0]["timeline"][0]["status_code"], 400);
     assert!(!view.to_string().contains("s3cr3t-query"));
     let admin_browser = server.session(Role::Admin).await;
