@@ -1,39 +1,62 @@
 //! What this node's configuration keeps it from doing, checked when asked (at
 //! start-up, on `/readyz`, by the console), so a fixed setting stops being
-//! reported without a restart. A notice names the setting and the problem, never
-//! a secret's value.
+//! reported without a restart. A notice names the setting and the problem; only
+//! the start-up log adds the detail (the reference that failed: a file path or a
+//! variable name), never a secret's value.
 
 use app::dto::ConfigNotice;
 
 use crate::config::Settings;
 
-/// Every problem the settings cause now (empty: none).
-pub fn config_notices(settings: &Settings) -> Vec<ConfigNotice> {
-    let mut notices = Vec::new();
+/// A problem, and its detail for the log.
+struct Finding {
+    notice: ConfigNotice,
+    detail: String,
+}
+
+fn findings(settings: &Settings) -> Vec<Finding> {
+    let mut found = Vec::new();
     let reference = &settings.callback_secret_ref;
     let unreadable = if reference.is_empty() {
-        Some("no callback signing secret is set".to_string())
+        Some((
+            "no callback signing secret is set",
+            "callback_secret_ref is empty".to_string(),
+        ))
     } else {
         crate::channels::secrets::resolve_keys(reference)
             .err()
-            .map(|err| format!("the callback signing secret cannot be read ({err})"))
+            .map(|err| {
+                (
+                    "the callback signing secret cannot be read",
+                    err.to_string(),
+                )
+            })
     };
-    if let Some(why) = unreadable {
-        notices.push(ConfigNotice {
-            setting: "callback_secret_ref".into(),
-            problem: format!(
-                "{why}: run callbacks are kept and retried, unsent, until it can be; \
-                 their receivers' breakers are not affected"
-            ),
+    if let Some((why, detail)) = unreadable {
+        found.push(Finding {
+            notice: ConfigNotice {
+                setting: "callback_secret_ref".into(),
+                problem: format!(
+                    "{why}: run callbacks wait, unsent and without spending attempts, and go \
+                     once it can be read; their receivers' breakers are not affected"
+                ),
+            },
+            detail,
         });
     }
-    notices
+    found
 }
 
-/// Says each notice once at start-up, as an error line an operator will see.
+/// Every problem the settings cause now (empty: none).
+pub fn config_notices(settings: &Settings) -> Vec<ConfigNotice> {
+    findings(settings).into_iter().map(|f| f.notice).collect()
+}
+
+/// Says each problem once at start-up, as an error line an operator will see,
+/// with the detail that names what failed.
 pub fn log_config_notices(settings: &Settings) {
-    for notice in config_notices(settings) {
-        tracing::error!(setting = %notice.setting, "{}", notice.problem);
+    for Finding { notice, detail } in findings(settings) {
+        tracing::error!(setting = %notice.setting, detail = %detail, "{}", notice.problem);
     }
 }
 
@@ -63,6 +86,14 @@ mod tests {
         assert_eq!(notices.len(), 1);
         assert_eq!(notices[0].setting, "callback_secret_ref");
         assert!(notices[0].problem.contains("cannot be read"), "{notices:?}");
+        assert!(
+            !notices[0].problem.contains("gone"),
+            "no path in a notice /readyz shows anyone: {notices:?}"
+        );
+        assert!(
+            findings(&settings(&gone))[0].detail.contains("gone"),
+            "the log's detail names it"
+        );
 
         std::fs::write(&path, "not base64 at all!").unwrap();
         let notices = config_notices(&settings(&good));

@@ -96,7 +96,7 @@ test("pages that need the outbox say durable delivery is unavailable on this sto
   const notices = page.getByTestId("config-notices");
   await expect(notices).toBeVisible();
   await expect(notices.getByTestId("config-notice")).toHaveAttribute("data-setting", "callback_secret_ref");
-  await expect(notices).toContainText("run callbacks are kept and retried, unsent");
+  await expect(notices).toContainText("run callbacks wait, unsent");
   await expectAccessible(page, "/runs with a configuration notice");
   // Client-side navigation (a server function answering 501) shows the same notice.
   await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Deliveries" }).click();

@@ -104,16 +104,24 @@ mod tests {
     #[tokio::test]
     async fn a_full_queue_answers_busy_at_once_and_abandoned_jobs_never_run() {
         let pool = HashingPool::with_queue(1, 2);
-        // Hold the one thread until released.
+        // Hold the one thread until released, knowing it has taken the blocker.
         let (release, held) = std::sync::mpsc::channel::<()>();
+        let (started, running) = std::sync::mpsc::channel::<()>();
         let blocker = {
             let pool = pool.clone();
-            tokio::spawn(async move { pool.run(move || held.recv().is_ok()).await })
+            tokio::spawn(async move {
+                pool.run(move || {
+                    let _ = started.send(());
+                    held.recv().is_ok()
+                })
+                .await
+            })
         };
-        // Wait until the thread has taken the blocker off the queue.
-        while pool.jobs.try_send(Box::new(|| {})).is_ok() {
+        while running.try_recv().is_err() {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
+        // The thread is held: fill the queue to its bound.
+        while pool.jobs.try_send(Box::new(|| {})).is_ok() {}
         // The queue (2) is full now: the next caller is refused, not queued.
         let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counted = ran.clone();

@@ -126,6 +126,22 @@ pub struct LoginThrottle {
     state: Mutex<State>,
 }
 
+/// The address an attempt is counted against: an IPv6 client by its /64 (one
+/// host usually holds a whole /64, and could rotate through it), anything else as
+/// given.
+fn client_key(client: &str) -> String {
+    match client.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                format!("{}/64", std::net::Ipv6Addr::from(prefix))
+            }
+        },
+        _ => client.to_string(),
+    }
+}
+
 fn digest(parts: &[&str]) -> Key {
     let mut hasher = Sha256::new();
     for part in parts {
@@ -170,6 +186,7 @@ impl LoginThrottle {
     /// refuses it. `username` must already be length-checked by the caller.
     pub fn begin(&self, username: &str, client: &str) -> Result<Attempt, Refusal> {
         let username = username.to_lowercase();
+        let client = &client_key(client);
         let attempt = Attempt {
             pair: digest(&[&username, client]),
             user: digest(&[&username]),
@@ -209,6 +226,26 @@ impl LoginThrottle {
         }
         if let Some(client) = state.clients.entries.get_mut(&attempt.client) {
             client.count = client.count.saturating_sub(1);
+        }
+    }
+
+    /// The attempt's password was never checked (the hasher was busy, the store
+    /// failed): every count it took is given back, as if it had not been made.
+    pub fn abandoned(&self, attempt: &Attempt) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let State {
+            pairs,
+            users,
+            clients,
+        } = &mut *state;
+        for (windows, key) in [
+            (pairs, &attempt.pair),
+            (users, &attempt.user),
+            (clients, &attempt.client),
+        ] {
+            if let Some(entry) = windows.entries.get_mut(key) {
+                entry.count = entry.count.saturating_sub(1);
+            }
         }
     }
 
@@ -300,6 +337,42 @@ mod tests {
         assert!(
             throttle.begin("someone-new", "5.6.7.8").is_ok(),
             "other addresses are unaffected"
+        );
+    }
+
+    #[test]
+    fn an_ipv6_client_is_counted_by_its_64() {
+        let throttle =
+            LoginThrottle::new(5, Duration::from_secs(60), SLOWDOWN).with_address_limit(3);
+        for host in ["2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:ffff::9"] {
+            throttle.begin(&format!("u-{host}"), host).unwrap();
+        }
+        assert_eq!(
+            throttle.begin("u-next", "2001:db8:1:2::77").unwrap_err(),
+            Refusal::Client,
+            "the same /64"
+        );
+        assert!(
+            throttle.begin("u-other", "2001:db8:1:3::1").is_ok(),
+            "another /64"
+        );
+        assert_eq!(client_key("::ffff:192.0.2.7"), "192.0.2.7");
+    }
+
+    #[test]
+    fn an_abandoned_attempt_is_given_back() {
+        let throttle =
+            LoginThrottle::new(2, Duration::from_secs(60), SLOWDOWN).with_address_limit(2);
+        for _ in 0..10 {
+            let attempt = throttle.begin("ada", "1.2.3.4").unwrap();
+            throttle.abandoned(&attempt);
+        }
+        throttle.begin("ada", "1.2.3.4").unwrap();
+        throttle.begin("ada", "1.2.3.4").unwrap();
+        assert_eq!(
+            throttle.begin("ada", "1.2.3.4").unwrap_err(),
+            Refusal::Address,
+            "only the checked attempts counted"
         );
     }
 

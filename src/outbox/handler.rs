@@ -12,18 +12,24 @@ use crate::channels::Sender;
 use super::model::{ClaimedEvent, Settle, Source};
 use super::policy::RetryPolicy;
 
+/// How long an event that could not be sent waits before it is tried again (at
+/// most the kind's longest backoff).
+pub const NOT_SENT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Outcome {
     /// The state the event moves to, given its claim and its kind's policy.
     pub fn settle(&self, event: &ClaimedEvent, policy: &RetryPolicy) -> Settle {
         match self {
             Outcome::Delivered { .. } => Settle::Completed,
-            Outcome::Retryable { .. } | Outcome::NotSent { .. } => {
-                let retry_after = match self {
-                    Outcome::Retryable { retry_after, .. } => *retry_after,
-                    _ => None,
-                };
+            // Nothing left the node (its own configuration, e.g. a signing secret it
+            // cannot read): the event waits, spending no attempt, and goes once the
+            // setting is fixed; `config_check` says what to fix.
+            Outcome::NotSent { .. } => Settle::Deferred {
+                delay_ms: NOT_SENT_WAIT.min(policy.max_backoff).as_millis() as i64,
+            },
+            Outcome::Retryable { retry_after, .. } => {
                 if event.cycle_attempts < event.max_attempts {
-                    let delay = policy.backoff(event.cycle_attempts.max(1) as u32, retry_after);
+                    let delay = policy.backoff(event.cycle_attempts.max(1) as u32, *retry_after);
                     Settle::Retry {
                         delay_ms: delay.as_millis() as i64,
                     }

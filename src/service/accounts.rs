@@ -118,12 +118,24 @@ impl AccountService {
                 return Err(ServiceError::Throttled);
             }
         };
-        let user = self.users.user_by_name(username).await?;
-        let stored = user.as_ref().map(|u| u.password_hash.clone());
-        let candidate = password.to_string();
-        let ok = self
-            .hashing_blocking(move || password::verify_password(&candidate, stored.as_deref()))
-            .await?;
+        let checked = async {
+            let user = self.users.user_by_name(username).await?;
+            let stored = user.as_ref().map(|u| u.password_hash.clone());
+            let candidate = password.to_string();
+            let ok = self
+                .hashing_blocking(move || password::verify_password(&candidate, stored.as_deref()))
+                .await?;
+            Ok::<_, ServiceError>((user, ok))
+        };
+        let (user, ok) = match checked.await {
+            Ok(checked) => checked,
+            // Never checked (the hasher was busy, the store failed): the attempt
+            // is given back, so a real user retrying a 503 is not locked out.
+            Err(err) => {
+                self.throttle.abandoned(&attempt);
+                return Err(err);
+            }
+        };
         match user {
             Some(user) if ok => {
                 self.throttle.succeeded(&attempt);

@@ -365,7 +365,8 @@ impl SqlStore {
     }
 
     /// Gives a claim back unattempted (see [`Settle::Deferred`]): the attempt the
-    /// claim counted is returned and the last error is kept.
+    /// claim counted is returned; the last error is the settlement's when it has
+    /// one (why nothing was sent), else the one before.
     async fn defer_one(
         &self,
         tx: &mut Transaction<'static, Any>,
@@ -378,13 +379,14 @@ impl SqlStore {
         let sql = format!(
             "UPDATE outbox_events SET status = 'pending', next_attempt_at = {}, \
              attempts = attempts - 1, cycle_attempts = cycle_attempts - 1, lease_token = NULL, \
-             lease_holder = NULL, lease_expires_at = NULL, updated_at = {now} \
-             WHERE event_id = ? AND {FENCE}{now}",
+             lease_holder = NULL, lease_expires_at = NULL, last_error = COALESCE(?, last_error), \
+             updated_at = {now} WHERE event_id = ? AND {FENCE}{now}",
             due_after(now)
         );
         Ok(sqlx::query(&self.engine.sql(&sql))
             .bind(delay_ms.max(0))
             .bind(delay_ms.max(0))
+            .bind(s.error.as_deref().map(bound_error))
             .bind(&s.event_id)
             .bind(&s.lease_token)
             .execute(&mut **tx)
@@ -427,7 +429,8 @@ impl SqlStore {
         let sql = format!(
             "INSERT INTO outbox_dead_letters (id, event_id, cycle, kind, reason, created_at) VALUES (?, ?, ?, ?, ?, {}) {}",
             self.engine.now_ms(),
-            self.engine.upsert_tail("id", &["reason", "created_at"])
+            // One dead letter per failed cycle (migration 9).
+            self.engine.upsert_tail("event_id, cycle", &["reason", "created_at"])
         );
         sqlx::query(&self.engine.sql(&sql))
             .bind(id)

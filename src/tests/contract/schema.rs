@@ -19,9 +19,11 @@ async fn migrations_are_idempotent_and_make_the_store_ready(db: &TestDb) {
     store.close().await;
 }
 
-/// A database at migration 8 holds a dead letter of an event on its third cycle;
-/// migration 9 (one dead letter per failed cycle) keeps it, with that cycle, and
-/// then lets a later cycle's failure sit beside it, never two for one cycle.
+/// A database at migration 8 holds the dead letter of an event failed on its third
+/// cycle, and that of an event an operator has retried since (pending on cycle 2):
+/// migration 9 (one dead letter per failed cycle) keeps both, each with the cycle
+/// that failed, so the retried event's next failure sits beside its first, and
+/// there are never two for one cycle.
 async fn dead_letters_written_before_migration_9_keep_their_event_s_cycle(db: &TestDb) {
     let store = SqlStore::connect(&StoreOptions {
         url: db.url.clone(),
@@ -41,11 +43,18 @@ async fn dead_letters_written_before_migration_9_keep_their_event_s_cycle(db: &T
         ..sqlx::migrate::Migrator::DEFAULT
     };
     up_to_8.run(store.pool()).await.unwrap();
-    enqueue(&store, &[super::outbox::event("old")]).await;
+    enqueue(
+        &store,
+        &[super::outbox::event("old"), super::outbox::event("retried")],
+    )
+    .await;
     for sql in [
         "UPDATE outbox_events SET status = 'failed', cycle = 3 WHERE event_id = 'old'",
         "INSERT INTO outbox_dead_letters (id, event_id, kind, reason, created_at) \
          VALUES ('dead_letter_old', 'old', 'test', 'gone', 1)",
+        "UPDATE outbox_events SET status = 'pending', cycle = 2 WHERE event_id = 'retried'",
+        "INSERT INTO outbox_dead_letters (id, event_id, kind, reason, created_at) \
+         VALUES ('dead_letter_retried', 'retried', 'test', 'first failure', 1)",
     ] {
         store.pool().execute(sql).await.unwrap();
     }
@@ -60,6 +69,23 @@ async fn dead_letters_written_before_migration_9_keep_their_event_s_cycle(db: &T
                  VALUES ('dead_letter_old_4', 'old', 4, 'test', 'gone again', 2)";
     store.pool().execute(later).await.unwrap();
     assert_eq!(store.dead_letter_count("old").await.unwrap(), 2);
+    // The retried event fails again, on its cycle 2, through the store's settle.
+    let claimed = testkit::claim(&store, &testkit::claim_request(10, 30_000)).await;
+    assert_eq!(claimed.len(), 1, "only the retried event is due");
+    assert_eq!(claimed[0].cycle, 2);
+    let mut failing = testkit::settlement(
+        &claimed[0],
+        herald::outbox::model::Settle::Failed { exhausted: false },
+    );
+    failing.error = Some("second failure".into());
+    assert_eq!(store.settle(&[failing]).await.unwrap(), vec![true]);
+    assert_eq!(
+        store.dead_letters("retried").await.unwrap(),
+        vec![
+            (1, "first failure".to_string()),
+            (2, "second failure".to_string())
+        ]
+    );
     let same_cycle =
         "INSERT INTO outbox_dead_letters (id, event_id, cycle, kind, reason, created_at) \
                       VALUES ('another', 'old', 4, 'test', 'twice', 3)";

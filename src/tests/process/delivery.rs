@@ -646,22 +646,24 @@ async fn a_secret_rotated_between_commit_and_send_signs_with_the_new_value() {
 }
 
 /// A node that cannot read the callback signing secret says so when it starts,
-/// keeps the callbacks (retried, unsent), and never blames their receiver: its
-/// breaker stays closed however often they fail (issue 19).
+/// keeps the callbacks waiting (unsent, spending no attempt, however long it
+/// lasts), never blames their receiver (its breaker stays closed), and sends them,
+/// signed, once the secret is fixed in place (issue 19).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_unreadable_signing_secret_is_said_at_start_and_never_opens_a_breaker() {
+async fn an_unreadable_signing_secret_keeps_callbacks_waiting_unblamed_until_it_is_fixed() {
     herald::channels::install_crypto_provider();
     let db = TestDb::new(Engine::Sqlite).await;
     let store = db.store().await;
     let receiver = Receiver::start().await;
-    let missing = "env:HERALD_TEST_SECRET_NEVER_SET";
+    let secret = SecretFile::new("not a secret");
+    let reference = secret.reference();
     let events: Vec<NewEvent> = (0..3)
         .map(|i| {
             let mut event = parented(callback(&format!("unsigned-{i}"), &receiver.url()), PARENT);
             event.payload = serde_json::to_string(&WebhookPayload {
                 url: receiver.url(),
                 body: serde_json::json!({ "run_id": PARENT, "status": "succeeded" }),
-                secret_ref: Some(missing.to_string()),
+                secret_ref: Some(reference.clone()),
             })
             .unwrap();
             event
@@ -671,21 +673,23 @@ async fn an_unreadable_signing_secret_is_said_at_start_and_never_opens_a_breaker
     let mut flags = worker_flags("3");
     flags.extend([
         "--callback-secret-ref",
-        missing,
+        reference.as_str(),
         "--breaker-failures",
         "1",
+        "--max-attempts",
+        "2",
         "--max-backoff-ms",
         "200",
     ]);
     let mut herald = HeraldProcess::spawn(&db.url, &flags);
     herald.ready().await;
     wait_for(
-        "every callback to fail three times for want of its secret",
+        "every callback to have been tried and held for want of its secret",
         Duration::from_secs(30),
         async || {
             for event in &events {
                 let stored = store.get_event(&event.event_id).await.unwrap().unwrap();
-                if stored.attempts < 3 {
+                if !stored.last_error.unwrap_or_default().contains("secret") {
                     return false;
                 }
             }
@@ -693,9 +697,13 @@ async fn an_unreadable_signing_secret_is_said_at_start_and_never_opens_a_breaker
         },
     )
     .await;
+    // Ten times what two counted attempts would take to exhaust the cycle (a wait
+    // of 200 ms each): still waiting, no attempt spent.
+    tokio::time::sleep(Duration::from_secs(4)).await;
     for event in &events {
         let stored = store.get_event(&event.event_id).await.unwrap().unwrap();
-        assert_eq!(stored.status, DeliveryStatus::Pending, "kept for a retry");
+        assert_eq!(stored.status, DeliveryStatus::Pending, "kept, not failed");
+        assert_eq!(stored.attempts, 0, "nothing was attempted: {stored:?}");
     }
     let breakers = herald::store::ports::DestinationStore::breakers(&store)
         .await
@@ -707,6 +715,22 @@ async fn an_unreadable_signing_secret_is_said_at_start_and_never_opens_a_breaker
     assert_eq!(receiver.count(), 0, "nothing unsigned left the node");
     let alerts = lines_with(&herald.log, "the callback signing secret cannot be read");
     assert_eq!(alerts.len(), 1, "said once, at start");
-    assert!(alerts[0].contains("HERALD_TEST_SECRET_NEVER_SET") && alerts[0].contains("ERROR"));
+    assert!(
+        alerts[0].contains("ERROR") && alerts[0].contains(&reference),
+        "an error line naming the reference: {alerts:?}"
+    );
+
+    // Fixed in place: every callback goes, signed with it.
+    secret.rewrite(NEW_SECRET);
+    receiver.verify_with("hook", NEW_SECRET);
+    wait_for(
+        "every callback delivered",
+        Duration::from_secs(30),
+        async || all_completed(&store, PARENT).await,
+    )
+    .await;
+    let arrived = receiver.requests();
+    assert_eq!(arrived.len(), 3, "each once");
+    assert!(arrived.iter().all(|r| r.verified == Some(true)), "signed");
     herald.kill();
 }
