@@ -101,10 +101,14 @@ mod tests {
         assert_eq!(sum, 55);
     }
 
-    #[tokio::test]
-    async fn a_full_queue_answers_busy_at_once_and_abandoned_jobs_never_run() {
-        let pool = HashingPool::with_queue(1, 2);
-        // Hold the one thread until released, knowing it has taken the blocker.
+    /// Holds the pool's one thread with a job until `release` is sent, returning
+    /// once the thread is running it (not merely queued).
+    async fn hold_the_thread(
+        pool: &HashingPool,
+    ) -> (
+        std::sync::mpsc::Sender<()>,
+        tokio::task::JoinHandle<Result<bool, PoolError>>,
+    ) {
         let (release, held) = std::sync::mpsc::channel::<()>();
         let (started, running) = std::sync::mpsc::channel::<()>();
         let blocker = {
@@ -120,6 +124,13 @@ mod tests {
         while running.try_recv().is_err() {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
+        (release, blocker)
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_answers_busy_at_once_and_abandoned_jobs_never_run() {
+        let pool = HashingPool::with_queue(1, 2);
+        let (release, blocker) = hold_the_thread(&pool).await;
         // The thread is held: fill the queue to its bound.
         while pool.jobs.try_send(Box::new(|| {})).is_ok() {}
         // The queue (2) is full now: the next caller is refused, not queued.
@@ -132,26 +143,11 @@ mod tests {
         release.send(()).unwrap();
         assert_eq!(blocker.await.unwrap(), Ok(true));
 
-        // Let the queue drain (the fillers run first), then hold the thread again,
-        // this time knowing the holder runs.
+        // Let the queue drain (the fillers run first), then hold the thread again.
         while pool.run(|| ()).await == Err(PoolError::Busy) {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
-        let (release, held) = std::sync::mpsc::channel::<()>();
-        let (started, running) = std::sync::mpsc::channel::<()>();
-        let blocker = {
-            let pool = pool.clone();
-            tokio::spawn(async move {
-                pool.run(move || {
-                    let _ = started.send(());
-                    held.recv().is_ok()
-                })
-                .await
-            })
-        };
-        while running.try_recv().is_err() {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        let (release, blocker) = hold_the_thread(&pool).await;
         // A caller that gives up before its turn: its job is skipped.
         let counted = ran.clone();
         let abandoned = {
