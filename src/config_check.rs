@@ -7,6 +7,7 @@
 use app::dto::ConfigNotice;
 
 use crate::config::Settings;
+use crate::routes::{RouteChannel, RouteConfig};
 
 /// A problem, and its detail for the log.
 struct Finding {
@@ -16,6 +17,33 @@ struct Finding {
 
 fn findings(settings: &Settings) -> Vec<Finding> {
     let mut found = Vec::new();
+    found.extend(callback_secret(settings));
+    found.extend(settings.routes.iter().filter_map(route_secret));
+    found
+}
+
+/// A route whose secret reference cannot be read: its webhooks wait unsigned, its
+/// e-mails unsent (the SMTP credentials), as run callbacks do.
+fn route_secret(route: &RouteConfig) -> Option<Finding> {
+    use crate::channels::secrets::{resolve_keys, resolve_text};
+    let reference = route.secret_ref.as_deref()?;
+    let failed = match route.channel {
+        RouteChannel::Webhook => resolve_keys(reference).err(),
+        RouteChannel::Email => resolve_text(reference).err(),
+        RouteChannel::Chat => None,
+    }?;
+    Some(Finding {
+        notice: ConfigNotice {
+            setting: format!("routes.{}.secret_ref", route.name),
+            problem: "the route's secret cannot be read: its deliveries wait, unsent and without \
+                      spending attempts, and go once it can be read"
+                .into(),
+        },
+        detail: failed.to_string(),
+    })
+}
+
+fn callback_secret(settings: &Settings) -> Option<Finding> {
     let reference = &settings.callback_secret_ref;
     let unreadable = if reference.is_empty() {
         Some((
@@ -32,19 +60,17 @@ fn findings(settings: &Settings) -> Vec<Finding> {
                 )
             })
     };
-    if let Some((why, detail)) = unreadable {
-        found.push(Finding {
-            notice: ConfigNotice {
-                setting: "callback_secret_ref".into(),
-                problem: format!(
-                    "{why}: run callbacks wait, unsent and without spending attempts, and go \
-                     once it can be read; their receivers' breakers are not affected"
-                ),
-            },
-            detail,
-        });
-    }
-    found
+    let (why, detail) = unreadable?;
+    Some(Finding {
+        notice: ConfigNotice {
+            setting: "callback_secret_ref".into(),
+            problem: format!(
+                "{why}: run callbacks wait, unsent and without spending attempts, and go \
+                 once it can be read; their receivers' breakers are not affected"
+            ),
+        },
+        detail,
+    })
 }
 
 /// Every problem the settings cause now (empty: none).
@@ -103,5 +129,35 @@ mod tests {
             "never the value: {notices:?}"
         );
         assert!(!config_notices(&settings("")).is_empty(), "none set");
+    }
+
+    #[test]
+    fn a_route_whose_secret_cannot_be_read_is_a_notice_by_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good");
+        std::fs::write(&good, "whsec_c2VjcmV0LW9uZQ==").unwrap();
+        let config = dir.path().join("herald.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "callback_secret_ref = \"file:{good}\"\n\
+                 [[routes]]\nname = \"partner\"\nchannel = \"webhook\"\n\
+                 url = \"https://partner.example/hook\"\nsecret_ref = \"file:{gone}\"\n\
+                 [[routes]]\nname = \"fine\"\nchannel = \"webhook\"\n\
+                 url = \"https://fine.example/hook\"\nsecret_ref = \"file:{good}\"\n",
+                good = good.display(),
+                gone = dir.path().join("gone").display(),
+            ),
+        )
+        .unwrap();
+        let settings = Settings::resolve(&SettingsArgs {
+            config: Some(config),
+            ..Default::default()
+        })
+        .unwrap();
+        let notices = config_notices(&settings);
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert_eq!(notices[0].setting, "routes.partner.secret_ref");
+        assert!(!notices[0].problem.contains("gone"), "{notices:?}");
     }
 }

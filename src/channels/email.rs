@@ -297,14 +297,9 @@ impl EmailHandler {
         };
         let credentials = match payload.secret_ref.as_deref().map(credentials).transpose() {
             Ok(credentials) => credentials,
-            // A missing secret may be provided later: retry, do not drop.
-            Err(error) => {
-                return Outcome::Retryable {
-                    error,
-                    status_code: None,
-                    retry_after: None,
-                }
-            }
+            // A missing secret may be provided later: nothing left the node, so the
+            // e-mail waits without spending attempts or blaming the server.
+            Err(error) => return Outcome::NotSent { error },
         };
         let mut progress = Progress::Envelope;
         let sent = tokio::time::timeout(

@@ -88,6 +88,8 @@ const SETTLE_LINGER: Duration = Duration::from_millis(2);
 /// A batch that fails this many times in a row is settled one event at a time, so
 /// one row the database refuses cannot sink the others.
 const SETTLE_SPLIT_AFTER: u32 = 3;
+/// Settlement batches written at once by one worker.
+const SETTLES_AT_ONCE: usize = 4;
 /// The longest pause between two settle attempts while the store is failing.
 const SETTLE_MAX_BACKOFF: Duration = Duration::from_secs(2);
 
@@ -448,6 +450,8 @@ async fn settle_loop(
     give_up_after: Duration,
 ) {
     const MAX_BATCH: usize = 512;
+    // Dropped (the loop aborted at a drain deadline), it aborts the writes too.
+    let mut writing = tokio::task::JoinSet::new();
     while let Some(first) = finished.recv().await {
         let mut batch = vec![first];
         let linger_until = tokio::time::Instant::now() + SETTLE_LINGER;
@@ -464,45 +468,73 @@ async fn settle_loop(
                 Err(_) => break,
             }
         }
-        // Slots are freed only once the batch is written (at the end of this pass).
-        let (settlements, _slots): (Vec<Settlement>, Vec<OwnedSemaphorePermit>) =
-            batch.into_iter().map(|f| (f.settlement, f.slot)).unzip();
-        let accepted = settle_resiliently(store.as_ref(), &settlements, give_up_after).await;
-        {
-            let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
-            for s in &settlements {
-                let key = (s.lease_token.clone(), s.kind.clone());
-                if let Some(ids) = map.get_mut(&key) {
-                    ids.remove(&s.event_id);
-                    if ids.is_empty() {
-                        map.remove(&key);
-                    }
+        // Batches are written side by side (a few at once), so one the store keeps
+        // refusing, retried for as long as its leases live, never holds up the
+        // settlements that finish after it.
+        while writing.len() >= SETTLES_AT_ONCE {
+            let _ = writing.join_next().await;
+        }
+        while writing.try_join_next().is_some() {}
+        writing.spawn(settle_batch(
+            store.clone(),
+            registry.clone(),
+            metrics.clone(),
+            in_flight.clone(),
+            batch,
+            give_up_after,
+        ));
+    }
+    while writing.join_next().await.is_some() {}
+}
+
+/// Writes one batch of settlements (`settle_resiliently`), then frees its slots,
+/// forgets its leases and records what each settlement means.
+async fn settle_batch(
+    store: Arc<dyn OutboxStore>,
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    in_flight: InFlight,
+    batch: Vec<Finished>,
+    give_up_after: Duration,
+) {
+    // Slots are freed only once the batch is written (at the end of this task).
+    let (settlements, _slots): (Vec<Settlement>, Vec<OwnedSemaphorePermit>) =
+        batch.into_iter().map(|f| (f.settlement, f.slot)).unzip();
+    let accepted = settle_resiliently(store.as_ref(), &settlements, give_up_after).await;
+    {
+        let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        for s in &settlements {
+            let key = (s.lease_token.clone(), s.kind.clone());
+            if let Some(ids) = map.get_mut(&key) {
+                ids.remove(&s.event_id);
+                if ids.is_empty() {
+                    map.remove(&key);
                 }
             }
         }
-        for (s, ok) in settlements.iter().zip(accepted) {
-            if !ok {
-                tracing::warn!(event_id = %s.event_id, kind = %s.kind,
-                    "lease lost before the result was recorded; result dropped");
-                continue;
-            }
-            if matches!(s.settle, Settle::Deferred { .. }) {
-                continue;
-            }
-            if let Some(registration) = registry.get(&s.kind) {
-                registration.handler.settled(s, &metrics);
-            }
-            if let Settle::Failed { exhausted } = s.settle {
-                metrics.record_exhausted(&s.kind);
-                tracing::error!(
-                    event_id = %s.event_id,
-                    kind = %s.kind,
-                    attempts = s.attempt,
-                    exhausted,
-                    error = s.error.as_deref().unwrap_or(""),
-                    "OPERATOR_ALERT: event failed and was dead-lettered; retry it from the console once the cause is fixed"
-                );
-            }
+    }
+    for (s, ok) in settlements.iter().zip(accepted) {
+        if !ok {
+            tracing::warn!(event_id = %s.event_id, kind = %s.kind,
+                "lease lost before the result was recorded; result dropped");
+            continue;
+        }
+        if matches!(s.settle, Settle::Deferred { .. }) {
+            continue;
+        }
+        if let Some(registration) = registry.get(&s.kind) {
+            registration.handler.settled(s, &metrics);
+        }
+        if let Settle::Failed { exhausted } = s.settle {
+            metrics.record_exhausted(&s.kind);
+            tracing::error!(
+                event_id = %s.event_id,
+                kind = %s.kind,
+                attempts = s.attempt,
+                exhausted,
+                error = s.error.as_deref().unwrap_or(""),
+                "OPERATOR_ALERT: event failed and was dead-lettered; retry it from the console once the cause is fixed"
+            );
         }
     }
 }

@@ -1,14 +1,16 @@
 //! The settler through store failures, with a real `herald serve` and a real
 //! receiver, on SQLite, PostgreSQL and MariaDB: a short outage of the settle
 //! statement loses no settlement (nothing is sent twice), and one event the
-//! database refuses to settle does not sink the rest of its batch.
+//! database refuses to settle neither sinks the rest of its batch nor holds up the
+//! batches after it.
 
 use std::time::Duration;
 
 use herald::outbox::model::NewEvent;
 use testkit::faults::StatusFault;
 use testkit::{
-    all_completed, enqueue, parented, statuses, wait_for, HeraldProcess, Receiver, TestDb,
+    all_completed, enqueue, lines_with, parented, statuses, wait_for, HeraldProcess, Receiver,
+    TestDb,
 };
 use testkit::{callback, worker_flags};
 use vocab::DeliveryStatus;
@@ -19,6 +21,7 @@ const PARENT: &str = "settle-outage";
 testkit::contract_tests!(
     a_settle_outage_shorter_than_the_lease_loses_no_settlement,
     one_event_the_database_refuses_does_not_sink_its_batch,
+    a_lone_refused_settlement_does_not_hold_up_the_next,
 );
 
 async fn a_settle_outage_shorter_than_the_lease_loses_no_settlement(db: &TestDb) {
@@ -105,6 +108,59 @@ async fn one_event_the_database_refuses_does_not_sink_its_batch(db: &TestDb) {
         DeliveryStatus::Processing,
         "the refused settlement is left to lease expiry"
     );
+    receiver.stop();
+    store.close().await;
+}
+
+/// The refused settlement is the only one in its batch (the poison went out
+/// alone, before anything else was due): it is retried for as long as its lease
+/// lives, and the events finished after it settle beside it meanwhile, long before
+/// that lease (60 s) could run out (they used to wait behind it).
+async fn a_lone_refused_settlement_does_not_hold_up_the_next(db: &TestDb) {
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    enqueue(
+        &store,
+        &[parented(callback("poison", &receiver.url()), PARENT)],
+    )
+    .await;
+    StatusFault {
+        name: "refuse_lone_poison",
+        from: None,
+        to: "completed",
+        event_id: Some("poison"),
+    }
+    .install(&store)
+    .await;
+    let herald = HeraldProcess::spawn(&db.url, &worker_flags("60"));
+    wait_for(
+        "the poison's settlement refused",
+        Duration::from_secs(30),
+        async || !lines_with(&herald.log, "settling failed").is_empty(),
+    )
+    .await;
+    let after: Vec<NewEvent> = (0..5)
+        .map(|i| parented(callback(&format!("after-{i}"), &receiver.url()), PARENT))
+        .collect();
+    enqueue(&store, &after).await;
+    wait_for(
+        "the events after it completed",
+        // A third of the poison's lease.
+        Duration::from_secs(20),
+        async || {
+            let now = statuses(&store, PARENT).await;
+            after
+                .iter()
+                .all(|e| now.get(&e.event_id) == Some(&DeliveryStatus::Completed))
+        },
+    )
+    .await;
+    assert_eq!(
+        statuses(&store, PARENT).await["poison"],
+        DeliveryStatus::Processing,
+        "the refused settlement is left to lease expiry"
+    );
+    drop(herald);
     receiver.stop();
     store.close().await;
 }
