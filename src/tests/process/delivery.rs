@@ -700,10 +700,19 @@ async fn an_unreadable_signing_secret_keeps_callbacks_waiting_unblamed_until_it_
     // Ten times what two counted attempts would take to exhaust the cycle (a wait
     // of 200 ms each): still waiting, no attempt spent.
     tokio::time::sleep(Duration::from_secs(4)).await;
+    // (Every 200 ms a deferred try claims it again: it may be caught in flight,
+    // `processing` with the one attempt that claim holds until it is given back.)
     for event in &events {
         let stored = store.get_event(&event.event_id).await.unwrap().unwrap();
-        assert_eq!(stored.status, DeliveryStatus::Pending, "kept, not failed");
-        assert_eq!(stored.attempts, 0, "nothing was attempted: {stored:?}");
+        assert!(
+            matches!(
+                stored.status,
+                DeliveryStatus::Pending | DeliveryStatus::Processing
+            ),
+            "kept, not failed: {stored:?}"
+        );
+        assert!(stored.attempts <= 1, "no attempt was spent: {stored:?}");
+        assert!(stored.failed_at.is_none(), "{stored:?}");
     }
     let breakers = herald::store::ports::DestinationStore::breakers(&store)
         .await
