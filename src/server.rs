@@ -100,16 +100,26 @@ pub async fn run(
 
     let jobs = runtime.source(Source::Jobs);
     let approvals_source = runtime.source(Source::Approvals);
-    let mut deliveries = DeliveryService::new(
+    let deliveries = DeliveryService::new(
         jobs.outbox.store().clone(),
         Arc::new(store.clone()),
         jobs.registry.clone(),
         settings.max_attempts,
-    )
-    .with_source(
-        approvals_source.outbox.store().clone(),
-        approvals_source.registry.clone(),
     );
+    // With the approvals database apart, the console and the admin API read and
+    // act on both stores.
+    let mut deliveries = if settings.approvals_url() != settings.database_url {
+        deliveries.with_separate_source(
+            approvals_source.outbox.store().clone(),
+            Arc::new(approvals_source.store.clone()),
+            approvals_source.registry.clone(),
+        )
+    } else {
+        deliveries.with_source(
+            approvals_source.outbox.store().clone(),
+            approvals_source.registry.clone(),
+        )
+    };
     if !store.has_durable_outbox() {
         tracing::warn!("memory:// keeps runs only while this process runs, and no outbox: notifications are sent once, best effort, and not recorded");
         deliveries = deliveries.without_durable_outbox();

@@ -47,6 +47,14 @@ pub const BULK_CAP: u32 = 1_000;
 /// (short write transactions: SQLite has one writer).
 pub const BULK_CHUNK: usize = 100;
 
+/// One database's outbox as the operators' pages see it: where its events are
+/// listed, counted, audited and retried.
+#[derive(Clone)]
+struct OutboxPart {
+    store: Arc<dyn OutboxStore>,
+    reads: Arc<dyn DeliveryReads>,
+}
+
 #[derive(Clone)]
 pub struct DeliveryService {
     store: Arc<dyn OutboxStore>,
@@ -55,6 +63,9 @@ pub struct DeliveryService {
     default_max_attempts: u32,
     /// Other sources' stores and handlers (the approvals source), by kind.
     others: Vec<(Arc<dyn OutboxStore>, Arc<Registry>)>,
+    /// Every database holding outbox rows, the jobs store's first: one when every
+    /// source shares it, two when the approvals database is apart.
+    parts: Vec<OutboxPart>,
     /// False on a store without a durable outbox (`memory://`): every outbox read,
     /// retry and audit answers [`ServiceError::CapabilityUnavailable`].
     durable: bool,
@@ -72,6 +83,10 @@ impl DeliveryService {
         default_max_attempts: u32,
     ) -> Self {
         DeliveryService {
+            parts: vec![OutboxPart {
+                store: store.clone(),
+                reads: reads.clone(),
+            }],
             store,
             reads,
             registry,
@@ -108,6 +123,50 @@ impl DeliveryService {
     pub fn with_source(mut self, store: Arc<dyn OutboxStore>, registry: Arc<Registry>) -> Self {
         self.others.push((store, registry));
         self
+    }
+
+    /// [`DeliveryService::with_source`] for a source in a database of its own (the
+    /// approvals database apart): its rows are also listed, counted, bulk-retried
+    /// and audited there, merged with the jobs store's on every page.
+    pub fn with_separate_source(
+        mut self,
+        store: Arc<dyn OutboxStore>,
+        reads: Arc<dyn DeliveryReads>,
+        registry: Arc<Registry>,
+    ) -> Self {
+        self.parts.push(OutboxPart {
+            store: store.clone(),
+            reads,
+        });
+        self.with_source(store, registry)
+    }
+
+    /// The events of every part matching `filter` (each part's first
+    /// `filter.limit`), merged newest first, ties by id: the order each store
+    /// pages in, so one cursor pages them all. Each comes with its part.
+    async fn merged_events(
+        &self,
+        filter: &EventFilter,
+    ) -> Result<Vec<(usize, EventRecord)>, ServiceError> {
+        let mut events = Vec::new();
+        for (at, part) in self.parts.iter().enumerate() {
+            let listed = part.reads.list_events(filter).await?;
+            events.extend(listed.into_iter().map(|e| (at, e)));
+        }
+        events.sort_by(|(_, a), (_, b)| {
+            (b.created_at, &b.event_id).cmp(&(a.created_at, &a.event_id))
+        });
+        events.truncate(filter.limit as usize);
+        Ok(events)
+    }
+
+    /// How many events of every part match `filter` (each counted up to the cap).
+    async fn count_everywhere(&self, filter: &EventFilter) -> Result<i64, ServiceError> {
+        let mut total = 0;
+        for part in &self.parts {
+            total += count_or_zero(&*part.reads, filter).await?;
+        }
+        Ok(total)
     }
 
     /// The store and registry that own `kind`.
@@ -197,7 +256,12 @@ impl DeliveryService {
             limit: limit + 1,
             ..filter_of(&query)?
         };
-        let mut events = self.reads.list_events(&filter).await?;
+        let mut events: Vec<EventRecord> = self
+            .merged_events(&filter)
+            .await?
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect();
         let next_cursor = if events.len() > limit as usize {
             events.truncate(limit as usize);
             events
@@ -241,12 +305,12 @@ impl DeliveryService {
             statuses: without_uncertain,
             ..filter
         };
-        let matching = count_or_zero(&*self.reads, &retryable).await?;
+        let matching = self.count_everywhere(&retryable).await?;
         let capped = |n: i64| n.min(i64::from(BULK_CAP) + 1) as u32;
         Ok(BulkPreview {
             matching: capped(matching),
-            uncertain: capped(count_or_zero(&*self.reads, &uncertain).await?),
-            without_uncertain: capped(count_or_zero(&*self.reads, &without_uncertain).await?),
+            uncertain: capped(self.count_everywhere(&uncertain).await?),
+            without_uncertain: capped(self.count_everywhere(&without_uncertain).await?),
             capped: matching > i64::from(BULK_CAP),
             cap: BULK_CAP,
         })
@@ -270,9 +334,9 @@ impl DeliveryService {
         if statuses.is_empty() {
             return Ok(BulkOutcome::default());
         }
+        // The newest first across every database, as the listing shows them.
         let mut events = self
-            .reads
-            .list_events(&EventFilter {
+            .merged_events(&EventFilter {
                 statuses: statuses.clone(),
                 limit: BULK_CAP + 1,
                 ..filter
@@ -297,6 +361,31 @@ impl DeliveryService {
             acknowledged_duplicate_risk: false,
             affected: 0,
         };
+        // Each database's retries commit there, with an audit row there.
+        for (at, part) in self.parts.iter().enumerate() {
+            let mine: Vec<&EventRecord> = events
+                .iter()
+                .filter(|(owner, _)| *owner == at)
+                .map(|(_, e)| e)
+                .collect();
+            self.retry_chunks(part, &mine, &audit, allow_uncertain, viewer, &mut outcome)
+                .await?;
+        }
+        tracing::info!(by = %viewer.name, retried = outcome.retried, changed = outcome.changed, capped, "bulk retry");
+        Ok(outcome)
+    }
+
+    /// `events` of one part retried [`BULK_CHUNK`] at a time, each chunk with its
+    /// audit row in the same transaction.
+    async fn retry_chunks(
+        &self,
+        part: &OutboxPart,
+        events: &[&EventRecord],
+        audit: &NewAuditEntry,
+        allow_uncertain: bool,
+        viewer: &Viewer,
+        outcome: &mut BulkOutcome,
+    ) -> Result<(), ServiceError> {
         for chunk in events.chunks(BULK_CHUNK) {
             let retries: Vec<ManualRetry> = chunk
                 .iter()
@@ -312,15 +401,14 @@ impl DeliveryService {
                     audit: false,
                 })
                 .collect();
-            for retried in self.store.retry_events_audited(&retries, &audit).await? {
+            for retried in part.store.retry_events_audited(&retries, audit).await? {
                 match retried {
                     Ok(()) => outcome.retried += 1,
                     Err(_) => outcome.changed += 1,
                 }
             }
         }
-        tracing::info!(by = %viewer.name, retried = outcome.retried, changed = outcome.changed, capped, "bulk retry");
-        Ok(outcome)
+        Ok(())
     }
 
     fn max_attempts(&self, kind: &str) -> u32 {
@@ -341,10 +429,15 @@ impl DeliveryService {
         require(viewer, Permission::RunsWrite)?;
         self.require_durable()?;
         let limit = limit.clamp(1, MAX_PAGE);
-        let mut rows = self
-            .reads
-            .audit(non_empty(after).as_deref(), limit + 1)
-            .await?;
+        // Every database's rows (each records the actions on its own events),
+        // merged by id: time-ordered UUIDs, so newest first across them all.
+        let after = non_empty(after);
+        let mut rows = Vec::new();
+        for part in &self.parts {
+            rows.extend(part.reads.audit(after.as_deref(), limit + 1).await?);
+        }
+        rows.sort_by(|a, b| b.id.cmp(&a.id));
+        rows.truncate(limit as usize + 1);
         let next_cursor = if rows.len() > limit as usize {
             rows.truncate(limit as usize);
             rows.last().map(|r| r.id.clone())

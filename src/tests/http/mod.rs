@@ -1,7 +1,7 @@
 //! A real Herald server in this process on a loopback port, spoken to over HTTP:
 //! the runs API, the console and admin API, approvals, roles and sessions, sign-in
-//! abuse, a store locked by another session, configuration notices, and the
-//! ephemeral `memory://` store.
+//! abuse, a store locked by another session, configuration notices, one console
+//! over two databases, and the ephemeral `memory://` store.
 
 mod approvals;
 mod batch_transitions;
@@ -12,3 +12,4 @@ mod memory_store;
 mod roles_and_sessions;
 mod runs;
 mod sign_in_abuse;
+mod two_stores;
