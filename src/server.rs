@@ -148,10 +148,15 @@ pub async fn run(
         .load_configured(&settings.approval_definitions)
         .await
         .map_err(|e| anyhow::anyhow!("approval_definitions: {e}"))?;
+    let mut destinations = crate::service::destinations::DestinationService::for_store(&store);
+    if settings.approvals_url() != settings.database_url {
+        destinations = destinations.with_store(&approvals_source.store);
+    }
     let state = AppState {
         leptos,
         runs,
         deliveries,
+        destinations,
         records: RecordService::new(approvals_source.store.clone()),
         approvals: approvals.clone(),
         accounts,

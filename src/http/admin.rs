@@ -9,8 +9,6 @@ use axum::{Json, Router};
 
 use app::dto::{BreakerClosed, BreakerView, DeliveryPage, DeliveryQuery};
 
-use crate::service::destinations::DestinationService;
-
 use super::error::ApiError;
 use super::extract::{ApiQuery, MaybeViewer};
 use super::state::AppState;
@@ -46,8 +44,7 @@ async fn list_breakers(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
 ) -> Result<Json<Vec<BreakerView>>, ApiError> {
-    let service = DestinationService::for_store(&state.store);
-    Ok(Json(service.breakers(viewer.as_ref()).await?))
+    Ok(Json(state.destinations.breakers(viewer.as_ref()).await?))
 }
 
 /// The body of a manual close: the destination's origin as listed.
@@ -63,8 +60,10 @@ async fn close_breaker(
     MaybeViewer(viewer): MaybeViewer,
     super::extract::ApiJson(body): super::extract::ApiJson<CloseBreaker>,
 ) -> Result<Json<BreakerClosed>, ApiError> {
-    let service = DestinationService::for_store(&state.store);
     Ok(Json(
-        service.close(viewer.as_ref(), &body.destination).await?,
+        state
+            .destinations
+            .close(viewer.as_ref(), &body.destination)
+            .await?,
     ))
 }

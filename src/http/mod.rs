@@ -47,9 +47,7 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
             state.deliveries.clone(),
             state.settings.clone(),
         )
-        .with_destinations(crate::service::destinations::DestinationService::for_store(
-            &state.store,
-        )),
+        .with_destinations(state.destinations.clone()),
     );
     let approvals_console: Arc<dyn app::port::ApprovalsPort> = Arc::new(ApprovalsConsole {
         approvals: state.approvals.clone(),

@@ -21,6 +21,8 @@ pub struct AppState {
     pub store: SqlStore,
     pub runs: RunService,
     pub deliveries: DeliveryService,
+    /// Destination breakers of every store (the approvals database's too, apart).
+    pub destinations: crate::service::destinations::DestinationService,
     pub accounts: AccountService,
     pub records: RecordService,
     pub approvals: ApprovalService,

@@ -14,7 +14,9 @@ use crate::store::SqlStore;
 
 #[derive(Clone)]
 pub struct DestinationService {
-    store: Arc<dyn DestinationStore>,
+    /// Every database holding breakers: the jobs store's, and the approvals
+    /// database's when it is apart.
+    stores: Vec<Arc<dyn DestinationStore>>,
     durable: bool,
 }
 
@@ -30,13 +32,41 @@ fn view(record: BreakerRecord) -> BreakerView {
 }
 
 impl DestinationService {
-    /// The breakers of `store` (the jobs store; a separate approvals store keeps
-    /// its own).
+    /// The breakers of `store` (the jobs store).
     pub fn for_store(store: &SqlStore) -> Self {
         DestinationService {
-            store: Arc::new(store.clone()),
+            stores: vec![Arc::new(store.clone())],
             durable: store.has_durable_outbox(),
         }
+    }
+
+    /// Also the breakers of `store`, a database of its own (the approvals
+    /// database apart): its senders open and close their breakers there.
+    pub fn with_store(mut self, store: &SqlStore) -> Self {
+        self.stores.push(Arc::new(store.clone()));
+        self
+    }
+
+    /// Every store's breakers, one a destination: where two stores hold one for
+    /// the same destination, the more open (then the more recent) stands for it.
+    async fn merged(&self) -> Result<Vec<BreakerRecord>, ServiceError> {
+        let mut by_destination: std::collections::HashMap<String, BreakerRecord> =
+            std::collections::HashMap::new();
+        for store in &self.stores {
+            for row in store.breakers().await? {
+                let replace = match by_destination.get(&row.destination) {
+                    None => true,
+                    Some(kept) => {
+                        (severity(&row.state), row.updated_at)
+                            > (severity(&kept.state), kept.updated_at)
+                    }
+                };
+                if replace {
+                    by_destination.insert(row.destination.clone(), row);
+                }
+            }
+        }
+        Ok(by_destination.into_values().collect())
     }
 
     fn available(&self) -> Result<(), ServiceError> {
@@ -56,8 +86,10 @@ impl DestinationService {
     ) -> Result<Vec<BreakerView>, ServiceError> {
         require(viewer, Permission::RunsRead)?;
         self.available()?;
-        let rows = self.store.breakers().await?;
-        Ok(open_first(rows).into_iter().map(view).collect())
+        Ok(open_first(self.merged().await?)
+            .into_iter()
+            .map(view)
+            .collect())
     }
 
     /// Closes a destination's breaker by hand: its waiting events are due now.
@@ -68,7 +100,7 @@ impl DestinationService {
     ) -> Result<BreakerClosed, ServiceError> {
         let viewer = require(viewer, Permission::RunsWrite)?;
         self.available()?;
-        let known = self.store.breakers().await?;
+        let known = self.merged().await?;
         let Some(record) = known.iter().find(|r| r.destination == destination) else {
             return Err(ServiceError::NotFound(format!(
                 "breaker of destination {destination:?}"
@@ -83,9 +115,18 @@ impl DestinationService {
             acknowledged_duplicate_risk: false,
             affected: 0,
         };
-        let Some((from_state, released)) =
-            self.store.close_breaker(destination, Some(&audit)).await?
-        else {
+        // Closed in every store that holds it open, each close audited there.
+        let mut closed: Option<(String, u64)> = None;
+        for store in &self.stores {
+            if let Some((from, released)) = store.close_breaker(destination, Some(&audit)).await? {
+                let (state, total) = closed.get_or_insert((from.clone(), 0));
+                if severity(&from) > severity(state) {
+                    *state = from;
+                }
+                *total += released;
+            }
+        }
+        let Some((from_state, released)) = closed else {
             return Err(ServiceError::Conflict(
                 "the destination's breaker is already closed".into(),
             ));
@@ -96,5 +137,14 @@ impl DestinationService {
             from_state,
             released,
         })
+    }
+}
+
+/// How open a breaker state is: open above half-open above closed.
+fn severity(state: &str) -> u8 {
+    match state {
+        "open" => 2,
+        "half_open" => 1,
+        _ => 0,
     }
 }

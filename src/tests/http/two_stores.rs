@@ -185,3 +185,103 @@ async fn the_console_lists_retries_and_audits_both_stores(jobs: Engine, approval
     server.stop().await;
     approvals_db.drop_db().await;
 }
+
+/// Breakers live where their senders run: the jobs store's and the approvals
+/// database's both show on the panel (one row a destination, the more open one
+/// where both stores hold it), and closing one closes it in every store that holds
+/// it open, audited there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn breakers_of_both_stores_show_and_close_where_they_live() {
+    use herald::store::ports::DestinationStore;
+    let approvals_db = TestDb::new(Engine::Postgres).await;
+    let approvals_url = approvals_db.url.clone();
+    let server = TestServer::start_on(TestDb::new(Engine::Sqlite).await, move |args| {
+        args.approvals_database_url = Some(approvals_url);
+    })
+    .await;
+    let jobs = server.db.store().await;
+    let approvals = approvals_db.store().await;
+    let (callbacks, prompts, shared) = (
+        "https://callbacks.example:443",
+        "https://prompts.example:443",
+        "https://both.example:443",
+    );
+    jobs.open_breaker(callbacks, "callback", 5, 600_000)
+        .await
+        .unwrap();
+    approvals
+        .open_breaker(prompts, "approvers", 5, 600_000)
+        .await
+        .unwrap();
+    jobs.open_breaker(shared, "callback", 5, 600_000)
+        .await
+        .unwrap();
+    jobs.close_breaker(shared, None).await.unwrap();
+    approvals
+        .open_breaker(shared, "approvers", 5, 600_000)
+        .await
+        .unwrap();
+
+    let operator = server.session(Role::Operator).await;
+    let listed: Value = operator
+        .post(server.url("/console-api/breakers"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rows = listed.as_array().unwrap();
+    let state_of = |destination: &str| {
+        rows.iter()
+            .filter(|r| r["destination"] == destination)
+            .map(|r| r["state"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(state_of(callbacks), ["open"], "{listed}");
+    assert_eq!(state_of(prompts), ["open"], "{listed}");
+    assert_eq!(
+        state_of(shared),
+        ["open"],
+        "one row, the open one: {listed}"
+    );
+
+    let closed = operator
+        .post(server.url("/console-api/close-breaker"))
+        .form(&[("destination", prompts)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), StatusCode::OK);
+    let state_in = |store: &SqlStore, destination: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .breakers()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|b| b.destination == destination)
+                .map(|b| b.state)
+        }
+    };
+    assert_eq!(
+        state_in(&approvals, prompts).await.as_deref(),
+        Some("closed")
+    );
+    assert_eq!(
+        audit_rows(&approvals).await,
+        1,
+        "audited where it was closed"
+    );
+    assert_eq!(audit_rows(&jobs).await, 0);
+    assert_eq!(
+        state_in(&jobs, callbacks).await.as_deref(),
+        Some("open"),
+        "the other left alone"
+    );
+    jobs.close().await;
+    approvals.close().await;
+    server.stop().await;
+    approvals_db.drop_db().await;
+}
