@@ -57,6 +57,23 @@ async fn console(browser: &reqwest::Client, server: &TestServer, path: &str, bod
     resp.json().await.unwrap()
 }
 
+/// A server function taking form arguments (none or a few): its JSON answer.
+async fn form_call(
+    browser: &reqwest::Client,
+    server: &TestServer,
+    path: &str,
+    form: &[(&str, &str)],
+) -> Value {
+    let resp = browser
+        .post(server.url(path))
+        .form(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK, "{path}");
+    resp.json().await.unwrap()
+}
+
 async fn audit_rows(store: &SqlStore) -> i64 {
     sqlx::query_scalar("SELECT COUNT(*) FROM outbox_audit")
         .fetch_one(store.pool())
@@ -170,15 +187,7 @@ async fn the_console_lists_retries_and_audits_both_stores(jobs: Engine, approval
         );
     }
     // The Audit page reads both stores' rows.
-    let audit: Value = operator
-        .post(server.url("/console-api/audit"))
-        .form(&[("after", "")])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let audit = form_call(&operator, &server, "/console-api/audit", &[("after", "")]).await;
     assert_eq!(audit["entries"].as_array().unwrap().len(), 2, "{audit}");
     jobs.close().await;
     approvals.close().await;
@@ -223,14 +232,7 @@ async fn breakers_of_both_stores_show_and_close_where_they_live() {
         .unwrap();
 
     let operator = server.session(Role::Operator).await;
-    let listed: Value = operator
-        .post(server.url("/console-api/breakers"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = form_call(&operator, &server, "/console-api/breakers", &[]).await;
     let rows = listed.as_array().unwrap();
     let state_of = |destination: &str| {
         rows.iter()
