@@ -189,6 +189,11 @@ impl Settings {
         }
     }
 
+    /// Whether the approvals store is a database of its own (not the jobs store).
+    pub fn approvals_apart(&self) -> bool {
+        self.approvals_url() != self.database_url
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         for (setting, url) in [
             ("database_url", self.database_url.as_str()),

@@ -217,7 +217,7 @@ impl Runtime {
         let policy = retry_policy(settings);
         let replay = replay_policy(settings);
         let mut opened_stores = Vec::new();
-        let approvals_store = if settings.approvals_url() != settings.database_url {
+        let approvals_store = if settings.approvals_apart() {
             let store = SqlStore::open(&StoreOptions {
                 url: settings.approvals_url().to_string(),
                 max_connections: settings.database_max_connections,

@@ -108,7 +108,7 @@ pub async fn run(
     );
     // With the approvals database apart, the console and the admin API read and
     // act on both stores.
-    let mut deliveries = if settings.approvals_url() != settings.database_url {
+    let mut deliveries = if settings.approvals_apart() {
         deliveries.with_separate_source(
             approvals_source.outbox.store().clone(),
             Arc::new(approvals_source.store.clone()),
@@ -149,7 +149,7 @@ pub async fn run(
         .await
         .map_err(|e| anyhow::anyhow!("approval_definitions: {e}"))?;
     let mut destinations = crate::service::destinations::DestinationService::for_store(&store);
-    if settings.approvals_url() != settings.database_url {
+    if settings.approvals_apart() {
         destinations = destinations.with_store(&approvals_source.store);
     }
     let state = AppState {
