@@ -406,6 +406,7 @@ async fn webhooks(engine: Engine, runs: usize) {
                         Some(&viewer),
                         &id,
                         TransitionRequest {
+                            approval: None,
                             to: RunStatus::Succeeded,
                             result: Some(serde_json::json!({"rows": 1200})),
                         },

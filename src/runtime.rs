@@ -16,14 +16,17 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use vocab::run_approvals;
 
 use crate::approvals::planner::ApprovalPlanner;
 use crate::approvals::registry::registries as approval_registries;
+use crate::approvals::run_requests::RunApprovalOpener;
 use crate::channels::chat::ChatHandler;
 use crate::channels::email::EmailHandler;
 use crate::channels::guard::DestinationGuard;
 use crate::channels::webhook::{delivery_client, WebhookHandler};
 use crate::config::Settings;
+use crate::jobs::continuations::RunContinuer;
 use crate::jobs::{JobsPlan, JobsPlanner};
 use crate::outbox::availability::StoreHealth;
 use crate::outbox::destinations::{DestinationHealth, HealthConfig};
@@ -67,8 +70,8 @@ struct SourceSpec {
     /// The store's URL: sources with one URL share one store.
     url: String,
     store: SqlStore,
-    /// Whether its producers' commits may be grouped (where the engine can).
-    group_commit: bool,
+    /// Its producers' outbox (its commits grouped where the source and engine allow).
+    outbox: Outbox,
     /// Every kind of the source.
     registry: Arc<Registry>,
     pools: Vec<Pool>,
@@ -82,6 +85,17 @@ struct Pool {
     wakes_on_commit: bool,
     /// Held to per-destination caps and breakers.
     capped: bool,
+}
+
+/// A source's outbox over `store`, its commits grouped where `group_commit` and
+/// the engine allow.
+fn source_outbox(store: &SqlStore, group_commit: bool) -> Outbox {
+    let outbox = Outbox::new(Arc::new(store.clone()), Arc::new(Notify::new()));
+    if group_commit && store.engine().groups_commits() {
+        return outbox
+            .with_group_commit(GroupCommitter::start(store.clone(), GroupLimits::default()));
+    }
+    outbox
 }
 
 /// The jobs source's planner (routes, callback signing, dead-letter route).
@@ -229,19 +243,49 @@ impl Runtime {
             jobs_store.clone()
         };
 
-        let jobs = Arc::new(crate::jobs::registry(
-            planner,
+        // One route book for every source: the jobs planner's.
+        let approval_planner = Arc::new(ApprovalPlanner::new(
+            planner.routes().clone(),
             &policy,
-            deliveries.clone(),
-            callbacks,
+            &replay,
         ));
-        let approvals = approval_registries(&policy, &replay, &approvals_store, &deliveries);
+        // The outboxes first: each source's handlers of a run approval's hops
+        // write through the other source's outbox (DESIGN §9).
+        let jobs_outbox = source_outbox(jobs_store, true);
+        let approvals_outbox = source_outbox(&approvals_store, false);
+
+        let mut jobs = crate::jobs::registry(planner, &policy, deliveries.clone(), callbacks);
+        jobs.register(
+            run_approvals::APPROVAL_REQUEST,
+            Source::Jobs,
+            policy.clone(),
+            Arc::new(RunApprovalOpener::new(
+                Arc::new(approvals_store.clone()),
+                approvals_outbox.clone(),
+                approval_planner.clone(),
+            )),
+        );
+        let jobs = Arc::new(jobs);
+        let mut approvals = approval_registries(&policy, &replay, &approvals_store, &deliveries);
+        let continuer = Arc::new(RunContinuer::new(
+            Arc::new(jobs_store.clone()),
+            jobs_outbox.clone(),
+            planner.clone(),
+        ));
+        for registry in [&mut approvals.notices, &mut approvals.all] {
+            registry.register(
+                run_approvals::RUN_CONTINUATION,
+                Source::Approvals,
+                policy.clone(),
+                continuer.clone(),
+            );
+        }
         let specs = vec![
             SourceSpec {
                 source: Source::Jobs,
                 url: settings.database_url.clone(),
                 store: jobs_store.clone(),
-                group_commit: true,
+                outbox: jobs_outbox,
                 registry: jobs.clone(),
                 pools: vec![Pool {
                     registry: jobs,
@@ -254,7 +298,7 @@ impl Runtime {
                 source: Source::Approvals,
                 url: settings.approvals_url().to_string(),
                 store: approvals_store,
-                group_commit: false,
+                outbox: approvals_outbox,
                 registry: Arc::new(approvals.all),
                 pools: vec![
                     Pool {
@@ -272,12 +316,6 @@ impl Runtime {
                 ],
             },
         ];
-        // One route book for every source: the jobs planner's.
-        let approval_planner = Arc::new(ApprovalPlanner::new(
-            planner.routes().clone(),
-            &policy,
-            &replay,
-        ));
         let mut runtime = Runtime {
             sources: Vec::new(),
             approval_planner,
@@ -322,14 +360,8 @@ impl Runtime {
                 .iter_mut()
                 .find(|l| l.group.url == spec.url)
                 .expect("every source has its store's group");
-            let wake = Arc::new(Notify::new());
-            let mut outbox = Outbox::new(Arc::new(spec.store.clone()), wake.clone());
-            if spec.group_commit && spec.store.engine().groups_commits() {
-                outbox = outbox.with_group_commit(GroupCommitter::start(
-                    spec.store.clone(),
-                    GroupLimits::default(),
-                ));
-            }
+            let outbox = spec.outbox;
+            let wake = outbox.wake_handle();
             for kind in spec.registry.kinds() {
                 metrics.declare(spec.source.as_str(), &kind);
             }

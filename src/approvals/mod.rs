@@ -9,3 +9,4 @@ pub mod planner;
 pub mod prompts;
 pub mod registry;
 pub mod replay;
+pub mod run_requests;

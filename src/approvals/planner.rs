@@ -10,11 +10,13 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{
     kinds, Action, Definition, Instance, LifecycleEvent, ReplayPayload, Step, PARENT_TYPE,
+    RUN_OBJECT,
 };
 use crate::outbox::destinations::destination_of;
 use crate::outbox::model::{NewEvent, Source};
 use crate::outbox::policy::RetryPolicy;
 use crate::routes::{DeliveryPayload, Routes};
+use vocab::run_approvals::{continuation_id, RunContinuation, RunDecision, RUN_CONTINUATION};
 
 /// An approval prompt's frozen payload: which approval it asks about (its handler
 /// re-checks that the approval still waits on this step) and how it leaves.
@@ -58,22 +60,20 @@ impl ApprovalPlanner {
     pub fn prompt(&self, definition: &Definition, instance: &Instance) -> Option<NewEvent> {
         let step: &Step = definition.steps.get(instance.step_index as usize)?;
         let route_name = step.route.as_deref()?;
-        let body = serde_json::json!({
+        let (target, target_text) = target_of(instance);
+        let mut body = serde_json::json!({
             "event": "approval.requested",
             "approval_id": instance.id,
             "definition_id": definition.id,
             "definition_version": definition.version,
-            "object": instance.object,
-            "record_id": instance.record_id,
             "step": step.name,
             "approver": { step.approver.kind(): step.approver.name() },
             "submitted_by": instance.submitted_by,
         });
+        merge(&mut body, target);
         let text = format!(
-            "Approval {} of {} {} waits on step {:?} ({} {}), submitted by {}.",
+            "Approval {} of {target_text} waits on step {:?} ({} {}), submitted by {}.",
             instance.id,
-            instance.object,
-            instance.record_id,
             step.name,
             step.approver.kind(),
             step.approver.name(),
@@ -119,22 +119,20 @@ impl ApprovalPlanner {
                 continue;
             };
             let (route_name, route) = (route, self.routes.get(route));
-            let body = serde_json::json!({
+            let (target, target_text) = target_of(instance);
+            let mut body = serde_json::json!({
                 "event": format!("approval.{}", event.label()),
                 "approval_id": instance.id,
                 "action_id": id,
                 "action_name": name,
                 "definition_id": definition.id,
-                "object": instance.object,
-                "record_id": instance.record_id,
                 "status": instance.status.as_str(),
                 "actor": actor,
             });
+            merge(&mut body, target);
             let text = format!(
-                "Approval {} of {} {}: {} by {} ({}).",
+                "Approval {} of {target_text}: {} by {} ({}).",
                 instance.id,
-                instance.object,
-                instance.record_id,
                 event.as_str(),
                 actor,
                 if name.is_empty() { id } else { name }
@@ -176,6 +174,25 @@ impl ApprovalPlanner {
         )
     }
 
+    /// The continuation a decided or recalled run approval owes its run (DESIGN
+    /// §9): one per approval, so a redelivered decision cannot continue it twice.
+    pub fn continuation(&self, instance: &Instance, decision: RunDecision, by: &str) -> NewEvent {
+        let payload = RunContinuation {
+            approval_id: instance.id.clone(),
+            run_id: instance.record_id.clone(),
+            decision,
+            by: by.to_string(),
+        };
+        self.event(
+            continuation_id(&instance.id),
+            RUN_CONTINUATION,
+            instance,
+            serde_json::to_string(&payload).unwrap_or_default(),
+            true,
+            self.max_attempts,
+        )
+    }
+
     fn event(
         &self,
         event_id: String,
@@ -199,6 +216,28 @@ impl ApprovalPlanner {
             // replays write records and go to no destination.
             destination: None,
         }
+    }
+}
+
+/// What an approval is about, as its notices name it: a run, or a record of an
+/// object.
+fn target_of(instance: &Instance) -> (serde_json::Value, String) {
+    if instance.object == RUN_OBJECT {
+        (
+            serde_json::json!({ "target": "run", "run_id": instance.record_id }),
+            format!("run {}", instance.record_id),
+        )
+    } else {
+        (
+            serde_json::json!({ "object": instance.object, "record_id": instance.record_id }),
+            format!("{} {}", instance.object, instance.record_id),
+        )
+    }
+}
+
+fn merge(body: &mut serde_json::Value, extra: serde_json::Value) {
+    if let (Some(body), serde_json::Value::Object(extra)) = (body.as_object_mut(), extra) {
+        body.extend(extra);
     }
 }
 

@@ -6,9 +6,7 @@
 //! mutation. Any failure rolls the mutation back and leaves the event to the
 //! engine's fenced retry/fail path.
 
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -16,6 +14,7 @@ use super::model::{LifecycleEvent, ReplayPayload};
 use crate::outbox::handler::{Handler, Outcome};
 use crate::outbox::metrics::Metrics;
 use crate::outbox::model::{ClaimedEvent, Settle, Settlement};
+use crate::outbox::test_pause::TestPause;
 use crate::store::ports::ApprovalsStore;
 use crate::store::StoreError;
 
@@ -54,7 +53,7 @@ pub struct Replayed {
 
 pub struct ReplayHandler {
     store: Arc<dyn ApprovalsStore>,
-    pause: Option<(String, PathBuf)>,
+    pause: Option<TestPause>,
 }
 
 /// Checks what the payload promises: a Recall with at least one complete instruction.
@@ -82,23 +81,14 @@ pub fn validate(payload: &ReplayPayload) -> Result<(), ReplayError> {
 
 impl ReplayHandler {
     pub fn new(store: impl ApprovalsStore + 'static) -> Self {
-        let pause = std::env::var(TEST_PAUSE_ENV).ok().and_then(|v| {
-            let (stage, marker) = v.split_once(':')?;
-            Some((stage.to_string(), PathBuf::from(marker)))
-        });
         ReplayHandler {
             store: Arc::new(store),
-            pause,
+            pause: TestPause::from_env(TEST_PAUSE_ENV),
         }
     }
 
     async fn pause_at(&self, stage: &str) {
-        if let Some((at, marker)) = &self.pause {
-            if at == stage {
-                let _ = std::fs::write(marker, stage);
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-            }
-        }
+        TestPause::at(&self.pause, stage).await
     }
 
     /// Applies the instructions and completes the event under `lease_token`, all in

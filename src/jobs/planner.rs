@@ -9,6 +9,7 @@ use crate::outbox::destinations::destination_of;
 use crate::outbox::model::{NewEvent, Source};
 use crate::routes::{DeliveryPayload, Routes};
 use crate::store::ports::Run;
+use vocab::run_approvals::{approval_request_id, ApprovalRequest, RunDecision, APPROVAL_REQUEST};
 
 /// What the jobs planner needs to know besides the routes.
 #[derive(Clone, Debug, Default)]
@@ -44,28 +45,18 @@ impl JobsPlanner {
     pub fn for_terminal(&self, run: &Run, routes: &[String]) -> Vec<NewEvent> {
         let snapshot = snapshot(run);
         let mut events = Vec::new();
-        if let Some(url) = &run.callback_url {
-            let payload = WebhookPayload {
-                url: url.clone(),
-                body: snapshot.clone(),
-                secret_ref: self.plan.callback_secret_ref.clone(),
-            };
-            events.push(self.event(
-                // The terminal event is part of the identity: another legitimate
-                // terminal event of this run is another callback.
-                format!(
-                    "callback_{}_{}_{}",
-                    run.id,
-                    run.status.as_str(),
-                    run.transition_seq
-                ),
-                kinds::CALLBACK,
-                run,
-                serde_json::to_string(&payload).unwrap_or_default(),
-                true,
-                destination_of(url),
-            ));
-        }
+        // The terminal event is part of the identity: another legitimate terminal
+        // event of this run is another callback.
+        events.extend(self.callback(
+            run,
+            format!(
+                "callback_{}_{}_{}",
+                run.id,
+                run.status.as_str(),
+                run.transition_seq
+            ),
+            snapshot.clone(),
+        ));
         for name in routes {
             let (payload, redeliverable, destination) = match self.routes.get(name) {
                 Some(route) => {
@@ -90,6 +81,73 @@ impl JobsPlanner {
             ));
         }
         events
+    }
+
+    /// What a run's continuation owes (DESIGN §9), `run` as the continuation moved
+    /// it: an approval tells the producer with a signed `run.approved` (a recall
+    /// with `run.approval_recalled`), each its own callback identity; a rejection
+    /// cancelled the run, which owes every terminal notification.
+    pub fn for_continuation(
+        &self,
+        run: &Run,
+        approval_id: &str,
+        decision: RunDecision,
+        by: &str,
+    ) -> Vec<NewEvent> {
+        let event = match decision {
+            RunDecision::Rejected => return self.for_terminal(run, &run.routes),
+            RunDecision::Approved => "approved",
+            RunDecision::Recalled => "approval_recalled",
+        };
+        let body = serde_json::json!({
+            "event": format!("run.{event}"),
+            "run_id": run.id,
+            "type": run.run_type,
+            "tenant": run.tenant,
+            "status": run.status.as_str(),
+            "transition_seq": run.transition_seq,
+            "approval_id": approval_id,
+            "decided_by": by,
+            "at": format_ms(run.updated_at_ms),
+        });
+        self.callback(
+            run,
+            format!("callback_{}_{event}_{}", run.id, run.transition_seq),
+            body,
+        )
+        .into_iter()
+        .collect()
+    }
+
+    /// A signed webhook of `body` to the run's callback, if it has one.
+    fn callback(&self, run: &Run, event_id: String, body: serde_json::Value) -> Option<NewEvent> {
+        let url = run.callback_url.as_ref()?;
+        let payload = WebhookPayload {
+            url: url.clone(),
+            body,
+            secret_ref: self.plan.callback_secret_ref.clone(),
+        };
+        Some(self.event(
+            event_id,
+            kinds::CALLBACK,
+            run,
+            serde_json::to_string(&payload).unwrap_or_default(),
+            true,
+            destination_of(url),
+        ))
+    }
+
+    /// The `approval_request` a run's move to `awaiting_approval` owes (DESIGN §9):
+    /// it opens the approval in the approvals store, wherever that is.
+    pub fn approval_request(&self, run: &Run, request: &ApprovalRequest) -> NewEvent {
+        self.event(
+            approval_request_id(&request.approval_id),
+            APPROVAL_REQUEST,
+            run,
+            serde_json::to_string(request).unwrap_or_default(),
+            true,
+            None,
+        )
     }
 
     fn event(

@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod model;
 pub mod peer_notice;
 pub mod policy;
+pub mod test_pause;
 pub mod worker;
 
 use std::sync::Arc;

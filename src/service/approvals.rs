@@ -15,13 +15,15 @@ use super::error_class::redact;
 use super::{format_ms, require, ServiceError};
 use crate::approvals::model::{
     kinds, Action, ActorSnapshot, Definition, DefinitionSpec, FrozenTarget, Instance,
-    InstanceStatus, LifecycleEvent, Node, ReplayInstruction, ReplayPayload, WorkItem, PARENT_TYPE,
+    InstanceStatus, LifecycleEvent, Node, ReplayInstruction, ReplayPayload, Target, WorkItem,
+    PARENT_TYPE, RUN_OBJECT,
 };
 use crate::approvals::planner::ApprovalPlanner;
 use crate::outbox::model::NewEvent;
 use crate::outbox::Outbox;
 use crate::store::ports::{ApprovalsStore, WriteTx};
 use crate::store::StatusCount;
+use vocab::run_approvals::RunDecision;
 
 /// The body of `POST /api/v1/approvals`.
 #[derive(Debug, Deserialize)]
@@ -177,6 +179,7 @@ impl ApprovalService {
                 field: match part.as_str() {
                     "id" => "id",
                     "object" => "object",
+                    "run_types" => "run_types",
                     "steps" => "steps",
                     _ => "actions",
                 },
@@ -242,6 +245,21 @@ impl ApprovalService {
         })
     }
 
+    /// A run's approvals (DESIGN §9), newest first, with their nodes, work items
+    /// and events: what the run page shows.
+    pub async fn of_run(
+        &self,
+        viewer: Option<&Viewer>,
+        run_id: &str,
+    ) -> Result<Vec<ApprovalDetail>, ServiceError> {
+        require(viewer, Permission::RecordsRead)?;
+        let mut details = Vec::new();
+        for instance in self.store.instances_of(RUN_OBJECT, run_id).await? {
+            details.push(self.get(viewer, &instance.id).await?);
+        }
+        Ok(details)
+    }
+
     /// Replay counts by status, and the failed replay rows with `data:read`.
     pub async fn replay_status(
         &self,
@@ -300,6 +318,15 @@ impl ApprovalService {
                     format!("no definition is named {:?}", request.definition_id),
                 )
             })?;
+        if definition.target() == Target::Run {
+            return Err(ServiceError::invalid(
+                "definition_id",
+                format!(
+                    "definition {} approves runs, not records: a run asks for it by moving to awaiting_approval (POST /api/v1/runs/{{id}}/transitions with \"approval\")",
+                    definition.id
+                ),
+            ));
+        }
         let mut tx = self.store.begin_write().await?;
         let record = self
             .store
@@ -328,7 +355,13 @@ impl ApprovalService {
         }
         let instance = self
             .store
-            .create_instance(&mut tx, &definition, &record.id, &viewer.name)
+            .create_instance(
+                &mut tx,
+                &uuid::Uuid::now_v7().to_string(),
+                &definition,
+                &record.id,
+                &viewer.name,
+            )
             .await?;
         self.apply_now(&mut tx, &definition, &instance, LifecycleEvent::Submit)
             .await?;
@@ -481,6 +514,14 @@ impl ApprovalService {
                 self.planner
                     .alerts(&definition, &decided, event, &viewer.name),
             );
+            if definition.target() == Target::Run {
+                let decision = if status == InstanceStatus::Approved {
+                    RunDecision::Approved
+                } else {
+                    RunDecision::Rejected
+                };
+                events.push(self.planner.continuation(&decided, decision, &viewer.name));
+            }
             decided
         };
         let ids = self.commit(tx, &events).await?;
@@ -572,6 +613,12 @@ impl ApprovalService {
             LifecycleEvent::Recall,
             &viewer.name,
         ));
+        if definition.target() == Target::Run {
+            events.push(
+                self.planner
+                    .continuation(&removed, RunDecision::Recalled, &viewer.name),
+            );
+        }
         let ids = self.commit(tx, &events).await?;
         tracing::info!(approval_id = %removed.id, by = %viewer.name, events = ids.len(), "approval recalled");
         Ok(view(removed, ids))

@@ -8,6 +8,7 @@ pub mod deliveries;
 pub mod destinations;
 pub mod error_class;
 pub mod records;
+pub mod run_approvals;
 pub mod runs;
 pub mod transitions;
 

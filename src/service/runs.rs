@@ -9,6 +9,7 @@ use vocab::{Permission, RunStatus, Viewer};
 
 use super::creations::{CreationOutcome, CreationWriter};
 use super::deliveries::DeliveryService;
+use super::run_approvals::ApprovalRequests;
 use super::transitions::{Moved, TransitionItem, TransitionOutcome, TransitionWriter};
 use super::{format_ms, parse_instant, require, ServiceError};
 use crate::batcher::Batcher;
@@ -16,7 +17,8 @@ use crate::jobs::JobsPlanner;
 use crate::outbox::best_effort::BestEffortSender;
 use crate::outbox::Outbox;
 use crate::routes::validate_url;
-use crate::store::ports::{NewRun, Run, RunFilter, RunRepository};
+use crate::store::ports::{ApprovalRepository, NewRun, Run, RunFilter, RunRepository};
+use vocab::run_approvals::ApprovalAsk;
 
 pub const MAX_RUN_TYPE_LEN: usize = 64;
 pub const MAX_TENANT_LEN: usize = 128;
@@ -44,6 +46,9 @@ pub struct TransitionRequest {
     pub to: RunStatus,
     #[serde(default)]
     pub result: Option<serde_json::Value>,
+    /// With `to = awaiting_approval`: the approval the run waits on (DESIGN §9).
+    #[serde(default)]
+    pub approval: Option<ApprovalAsk>,
 }
 
 /// Most items one `POST /api/v1/runs/transitions` may carry.
@@ -92,6 +97,9 @@ pub struct RunDetail {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
     pub transition_seq: i64,
+    /// The approval the run waits on, while it waits (DESIGN §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -110,6 +118,8 @@ pub struct RunService {
     transitions: Arc<OnceLock<Batcher<TransitionItem, TransitionOutcome>>>,
     /// Started on the first creation (`service::creations`).
     creations: Arc<OnceLock<Batcher<NewRun, CreationOutcome>>>,
+    /// Moves that ask for an approval; none: refused (no approvals store wired).
+    approval_requests: Option<ApprovalRequests>,
 }
 
 impl RunService {
@@ -131,7 +141,20 @@ impl RunService {
             best_effort: None,
             transitions: Arc::new(OnceLock::new()),
             creations: Arc::new(OnceLock::new()),
+            approval_requests: None,
         }
+    }
+
+    /// Lets runs ask for approval on the definitions of `definitions` (the
+    /// approvals store, wherever it is).
+    pub fn with_run_approvals(mut self, definitions: Arc<dyn ApprovalRepository>) -> Self {
+        self.approval_requests = Some(ApprovalRequests::new(
+            self.repo.clone(),
+            self.outbox.clone(),
+            self.planner.clone(),
+            definitions,
+        ));
+        self
     }
 
     /// The batcher creations go through.
@@ -201,6 +224,9 @@ impl RunService {
             }
         };
         let to = request.to;
+        if let Some(ask) = request.approval {
+            return self.request_approval(viewer, id, to, ask, result).await;
+        }
         // Batched with concurrent transitions: one write unit (and, under group
         // commit, one fsync) for many; answered only after the commit.
         let moved = self
@@ -239,6 +265,51 @@ impl RunService {
         })
     }
 
+    /// A move to `awaiting_approval` that asks for an approval: committed with its
+    /// `approval_request` (not batched: it is rare, and reads a definition first).
+    async fn request_approval(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        to: RunStatus,
+        ask: ApprovalAsk,
+        result: Option<String>,
+    ) -> Result<TransitionResponse, ServiceError> {
+        let viewer = require(Some(viewer), Permission::ApprovalsSubmit)?;
+        if to != RunStatus::AwaitingApproval {
+            return Err(ServiceError::invalid(
+                "approval",
+                format!(
+                    "only a move to awaiting_approval asks for an approval, not one to {}",
+                    to.as_str()
+                ),
+            ));
+        }
+        let requests = match (&self.approval_requests, &self.best_effort) {
+            (Some(requests), None) => requests,
+            _ => {
+                return Err(ServiceError::CapabilityUnavailable(
+                    "a run approval needs a durable outbox in both stores, and this store has none; nothing was changed".into(),
+                ))
+            }
+        };
+        match requests.request(&viewer.name, id, ask, result).await? {
+            Moved::Replayed(current) => Ok(TransitionResponse {
+                run: detail(current, viewer),
+                notifications: Vec::new(),
+                replayed: true,
+            }),
+            Moved::Transitioned { run, events } => {
+                tracing::info!(run_id = %run.id, approval_id = run.approval_id.as_deref().unwrap_or_default(), by = %viewer.name, "run awaits approval");
+                Ok(TransitionResponse {
+                    run: detail(run, viewer),
+                    notifications: events.into_iter().map(|e| e.event_id).collect(),
+                    replayed: false,
+                })
+            }
+        }
+    }
+
     /// Several transitions at once, each exactly as [`RunService::transition`] would
     /// make it (they run concurrently, so under group commit they share commits).
     /// One result per item, in order; one item's failure never fails another.
@@ -262,6 +333,7 @@ impl RunService {
                 let request = TransitionRequest {
                     to: item.to,
                     result: item.result,
+                    approval: None,
                 };
                 let outcome = service
                     .transition(Some(&viewer), &item.run_id, request)
@@ -491,6 +563,7 @@ fn detail(run: Run, viewer: &Viewer) -> RunDetail {
         status: run.status,
         transition_seq: run.transition_seq,
         routes: run.routes,
+        approval_id: run.approval_id,
         created_at: format_ms(run.created_at_ms),
         updated_at: format_ms(run.updated_at_ms),
     }

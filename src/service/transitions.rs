@@ -180,6 +180,12 @@ impl TransitionWriter {
                 return Ok(Ok(Moved::Replayed(current)));
             }
         }
+        if let Some(approval) = &current.approval_id {
+            return Ok(Err(ServiceError::Conflict(format!(
+                "run {} awaits approval {approval}; it moves once the approval is decided or recalled (POST /api/v1/approvals/{approval}/recall)",
+                current.id
+            ))));
+        }
         if !current.status.can_transition_to(to) {
             return Ok(Err(ServiceError::IllegalTransition {
                 current: current.status,
@@ -188,7 +194,7 @@ impl TransitionWriter {
         }
         let run = self
             .repo
-            .apply_transition(tx, &current, to, item.result.as_deref())
+            .apply_transition(tx, &current, to, item.result.as_deref(), None)
             .await?;
         Ok(Ok(self.transitioned(run)))
     }

@@ -47,6 +47,8 @@ fn definition_from_row(row: &AnyRow) -> Result<Definition, StoreError> {
     struct Body {
         steps: Vec<vocab::approvals::Step>,
         actions: vocab::approvals::LifecycleActions,
+        #[serde(default)]
+        run_types: Vec<String>,
     }
     let body: Body = serde_json::from_str(&text(row, "body")?)
         .map_err(|e| StoreError::Corrupt(format!("definition body: {e}")))?;
@@ -54,6 +56,7 @@ fn definition_from_row(row: &AnyRow) -> Result<Definition, StoreError> {
         id: text(row, "id")?,
         version: int(row, "version")?,
         object: text(row, "object")?,
+        run_types: body.run_types,
         steps: body.steps,
         actions: body.actions,
         created_by: text(row, "created_by")?,
@@ -67,7 +70,11 @@ impl SqlStore {
         spec: &DefinitionSpec,
         created_by: &str,
     ) -> Result<Definition, StoreError> {
-        let body = serde_json::json!({ "steps": spec.steps, "actions": spec.actions }).to_string();
+        let mut body = serde_json::json!({ "steps": spec.steps, "actions": spec.actions });
+        if !spec.run_types.is_empty() {
+            body["run_types"] = serde_json::json!(spec.run_types);
+        }
+        let body = body.to_string();
         let mut tx = self.begin_write().await?;
         let sql = format!(
             "SELECT id, version, object, body, created_by, created_at FROM approval_definitions \
@@ -80,7 +87,8 @@ impl SqlStore {
             .await?;
         let latest = latest.as_ref().map(definition_from_row).transpose()?;
         if let Some(latest) = &latest {
-            if latest.object == spec.object
+            if latest.object == spec.stored_object()
+                && latest.run_types == spec.run_types
                 && latest.steps == spec.steps
                 && latest.actions == spec.actions
             {
@@ -97,7 +105,7 @@ impl SqlStore {
         sqlx::query(&self.engine.sql(&sql))
             .bind(&spec.id)
             .bind(version)
-            .bind(&spec.object)
+            .bind(spec.stored_object())
             .bind(&body)
             .bind(created_by)
             .execute(&mut *tx)
@@ -194,11 +202,11 @@ impl ApprovalRepository for SqlStore {
     async fn create_instance(
         &self,
         tx: &mut WriteTx,
+        id: &str,
         definition: &Definition,
         record_id: &str,
         submitted_by: &str,
     ) -> Result<Instance, StoreError> {
-        let id = uuid::Uuid::now_v7().to_string();
         let now = self.engine.now_ms();
         let sql = format!(
             "INSERT INTO approval_instances (id, definition_id, definition_version, object, record_id, \
@@ -206,16 +214,17 @@ impl ApprovalRepository for SqlStore {
              VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, 1, {now}, {now})"
         );
         sqlx::query(&self.engine.sql(&sql))
-            .bind(&id)
+            .bind(id)
             .bind(&definition.id)
             .bind(definition.version)
             .bind(&definition.object)
             .bind(record_id)
             .bind(submitted_by)
             .execute(&mut **tx)
-            .await?;
-        self.open_step(tx, &id, 0, &definition.steps[0]).await?;
-        self.lock_instance(tx, &id)
+            .await
+            .map_err(|e| StoreError::unique_as(e, format!("approval {id}")))?;
+        self.open_step(tx, id, 0, &definition.steps[0]).await?;
+        self.lock_instance(tx, id)
             .await?
             .ok_or_else(|| StoreError::Corrupt("created approval vanished".into()))
     }
@@ -331,10 +340,27 @@ impl ApprovalRepository for SqlStore {
 
     async fn instances(&self, limit: u32) -> Result<Vec<Instance>, StoreError> {
         let sql = format!(
-            "SELECT {INSTANCE_COLUMNS} FROM approval_instances ORDER BY id DESC LIMIT {}",
+            "SELECT {INSTANCE_COLUMNS} FROM approval_instances ORDER BY created_at DESC, id DESC LIMIT {}",
             limit.clamp(1, 500)
         );
         let rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
+        rows.iter().map(instance_from_row).collect()
+    }
+
+    async fn instances_of(
+        &self,
+        object: &str,
+        record_id: &str,
+    ) -> Result<Vec<Instance>, StoreError> {
+        let sql = format!(
+            "SELECT {INSTANCE_COLUMNS} FROM approval_instances WHERE object = ? AND record_id = ? \
+             ORDER BY created_at DESC, id DESC LIMIT 50"
+        );
+        let rows = sqlx::query(&self.engine.sql(&sql))
+            .bind(object)
+            .bind(record_id)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(instance_from_row).collect()
     }
 

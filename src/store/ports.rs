@@ -43,6 +43,9 @@ pub struct Run {
     pub transition_seq: i64,
     /// Names of the configured delivery routes its result goes to.
     pub routes: Vec<String>,
+    /// The approval it waits on (DESIGN §9): while set, only that approval's
+    /// continuation moves the run.
+    pub approval_id: Option<String>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
 }
@@ -110,20 +113,22 @@ pub trait RunRepository: Send + Sync {
     async fn count_by_status(&self, cap: i64) -> Result<Vec<(RunStatus, i64)>, StoreError>;
     /// Reads a run inside `tx`, locking it until `tx` ends.
     async fn lock_run(&self, tx: &mut WriteTx, id: &str) -> Result<Option<Run>, StoreError>;
-    /// Moves a locked run to `to` with `result`, bumping its transition sequence.
+    /// Moves a locked run to `to` with `result`, bumping its transition sequence;
+    /// the run then waits on `approval_id` (none: on no approval).
     async fn apply_transition(
         &self,
         tx: &mut WriteTx,
         run: &Run,
         to: RunStatus,
         result: Option<&str>,
+        approval_id: Option<&str>,
     ) -> Result<Run, StoreError>;
     /// Moves each of `moves` (run id, result) to `to` if it stands in one of
     /// `from` (the states `to` may follow), in one statement where the engine can,
     /// and returns the runs as moved, in no particular order. A run left out
-    /// (missing, a repeat, an illegal move, or a state that changed) is for the
-    /// caller to read under [`RunRepository::lock_run`] and decide. Each id at most
-    /// once.
+    /// (missing, a repeat, an illegal move, a state that changed, or a run waiting
+    /// on an approval) is for the caller to read under [`RunRepository::lock_run`]
+    /// and decide. Each id at most once.
     async fn transition_from(
         &self,
         tx: &mut WriteTx,
@@ -487,13 +492,24 @@ pub trait ApprovalRepository: Transactions {
     /// The latest version of every definition.
     async fn definitions(&self) -> Result<Vec<Definition>, StoreError>;
     /// Creates an instance at its first step, with the step's node and work item.
+    /// `id` is the caller's: a fresh one for a record's submit, the deterministic
+    /// [`vocab::run_approvals::run_approval_id`] for a run's, whose primary key then
+    /// makes a second opening fail (`AlreadyExists`) instead of opening it twice.
     async fn create_instance(
         &self,
         tx: &mut WriteTx,
+        id: &str,
         definition: &Definition,
         record_id: &str,
         submitted_by: &str,
     ) -> Result<Instance, StoreError>;
+    /// The approvals of one target (a record, or a run under
+    /// [`vocab::approvals::RUN_OBJECT`]), newest first.
+    async fn instances_of(
+        &self,
+        object: &str,
+        record_id: &str,
+    ) -> Result<Vec<Instance>, StoreError>;
     /// The pending approval of a record, if any (read inside `tx`, after the
     /// record's lock, so two submits of one record cannot both pass).
     async fn pending_instance_of(

@@ -11,7 +11,7 @@ use super::row::{int, opt_text, text};
 use super::sql::SqlStore;
 
 const RUN_COLUMNS: &str =
-    "id, run_type, tenant, status, callback_url, result, transition_seq, routes, created_at, updated_at";
+    "id, run_type, tenant, status, callback_url, result, transition_seq, routes, approval_id, created_at, updated_at";
 
 fn run_from_row(row: &AnyRow) -> Result<Run, StoreError> {
     let status = text(row, "status")?;
@@ -26,6 +26,7 @@ fn run_from_row(row: &AnyRow) -> Result<Run, StoreError> {
         transition_seq: int(row, "transition_seq")?,
         routes: serde_json::from_str(&text(row, "routes")?)
             .map_err(|e| StoreError::Corrupt(format!("run routes: {e}")))?,
+        approval_id: opt_text(row, "approval_id")?,
         created_at_ms: int(row, "created_at")?,
         updated_at_ms: int(row, "updated_at")?,
     })
@@ -107,7 +108,7 @@ impl SqlStore {
         let mut sql = format!(
             "UPDATE runs SET status = ?, result = CASE id{} ELSE result END, \
              transition_seq = transition_seq + 1, updated_at = {now} \
-             WHERE id IN ({}) AND status IN ({})",
+             WHERE id IN ({}) AND status IN ({}) AND approval_id IS NULL",
             " WHEN ? THEN ?".repeat(moves.len()),
             placeholders(moves.len()),
             placeholders(from.len())
@@ -347,17 +348,20 @@ impl RunRepository for SqlStore {
         run: &Run,
         to: RunStatus,
         result: Option<&str>,
+        approval_id: Option<&str>,
     ) -> Result<Run, StoreError> {
         let now = self.engine.now_ms();
         // Guarded on the sequence read under the lock: a lost race is an error, never
         // a silent overwrite.
         let sql = format!(
-            "UPDATE runs SET status = ?, result = ?, transition_seq = transition_seq + 1, updated_at = {now} \
+            "UPDATE runs SET status = ?, result = ?, approval_id = ?, \
+             transition_seq = transition_seq + 1, updated_at = {now} \
              WHERE id = ? AND transition_seq = ?"
         );
         let affected = sqlx::query(&self.engine.sql(&sql))
             .bind(to.as_str())
             .bind(result)
+            .bind(approval_id)
             .bind(&run.id)
             .bind(run.transition_seq)
             .execute(&mut **tx)

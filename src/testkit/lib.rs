@@ -3,7 +3,7 @@
 //! a contract on all three engines ([`db`]), a real server in this process
 //! ([`server`]) or as a child process ([`process`]), a real receiver on loopback
 //! ([`receiver`]), store-level outbox helpers ([`outbox`]), injected database
-//! faults ([`faults`]), log lines captured in-process ([`logs`]), a connection-counting
+//! faults ([`faults`]), the run-approval scene ([`run_approvals`]), log lines captured in-process ([`logs`]), a connection-counting
 //! TCP proxy ([`tcp_proxy`]), and the multi-node and isolation scenes the tests and
 //! their benches share ([`cluster`], [`isolation`]), and what the benches that
 //! drive a release `herald serve` add ([`bench`]: its process, CPU time, peak RSS).
@@ -18,6 +18,7 @@ pub mod logs;
 pub mod outbox;
 pub mod process;
 pub mod receiver;
+pub mod run_approvals;
 pub mod secrets;
 pub mod server;
 pub mod tcp_proxy;

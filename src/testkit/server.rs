@@ -141,6 +141,11 @@ impl TestServer {
 /// Creates an API token of `role` in the store at `database_url` (as `herald token
 /// create` does) and returns its secret.
 pub async fn api_token(database_url: &str, role: vocab::Role) -> String {
+    api_token_named(database_url, role.as_str(), role).await
+}
+
+/// [`api_token`] for a viewer of its own name (two producers of one role).
+pub async fn api_token_named(database_url: &str, name: &str, role: vocab::Role) -> String {
     let settings = Settings::resolve(&SettingsArgs {
         database_url: Some(database_url.to_string()),
         ..Default::default()
@@ -148,10 +153,7 @@ pub async fn api_token(database_url: &str, role: vocab::Role) -> String {
     .unwrap();
     let store = herald::server::open_store(&settings).await.unwrap();
     let accounts = herald::server::account_service(&store, &settings);
-    let created = accounts
-        .create_token(None, role.as_str(), role)
-        .await
-        .unwrap();
+    let created = accounts.create_token(None, name, role).await.unwrap();
     store.close().await;
     created.secret
 }

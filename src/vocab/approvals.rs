@@ -146,14 +146,34 @@ impl LifecycleActions {
     }
 }
 
+/// What a definition's instances approve: records of one object (seed 000), or
+/// runs paused for approval (seed 003, DESIGN §9).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    #[default]
+    Record,
+    Run,
+}
+
+/// The object a run approval's instance names (its `record_id` is the run's id).
+/// A `_System_` name: generic record CRUD can never reach it.
+pub const RUN_OBJECT: &str = "_System_Run";
+
 /// A process definition as written in the config file (`[[approval_definitions]]`)
 /// or posted to `POST /api/v1/approval-definitions`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DefinitionSpec {
     pub id: String,
-    /// The object API name its instances approve records of.
+    #[serde(default)]
+    pub target: Target,
+    /// The object API name its instances approve records of (record targets only).
+    #[serde(default)]
     pub object: String,
+    /// The run types it may approve (run targets only; empty: every type).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run_types: Vec<String>,
     pub steps: Vec<Step>,
     #[serde(default)]
     pub actions: LifecycleActions,
@@ -164,11 +184,31 @@ pub struct DefinitionSpec {
 pub struct Definition {
     pub id: String,
     pub version: i64,
+    /// The records' object, or [`RUN_OBJECT`] for a definition that targets runs.
     pub object: String,
+    /// The run types a run definition approves (empty: every type).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run_types: Vec<String>,
     pub steps: Vec<Step>,
     pub actions: LifecycleActions,
     pub created_by: String,
     pub created_at_ms: i64,
+}
+
+impl Definition {
+    pub fn target(&self) -> Target {
+        if self.object == RUN_OBJECT {
+            Target::Run
+        } else {
+            Target::Record
+        }
+    }
+
+    /// Whether a run of `run_type` may ask this definition for approval.
+    pub fn admits_run_type(&self, run_type: &str) -> bool {
+        self.target() == Target::Run
+            && (self.run_types.is_empty() || self.run_types.iter().any(|t| t == run_type))
+    }
 }
 
 /// An object API name or field name: a letter, then letters, digits or `_`.
@@ -185,6 +225,15 @@ pub fn is_system_object(object: &str) -> bool {
 }
 
 impl DefinitionSpec {
+    /// The object column it is stored under: its records' object, or
+    /// [`RUN_OBJECT`] when it targets runs.
+    pub fn stored_object(&self) -> &str {
+        match self.target {
+            Target::Record => &self.object,
+            Target::Run => RUN_OBJECT,
+        }
+    }
+
     /// Checks the shape; `has_route` says whether a route name is configured.
     /// Errors name the offending part.
     pub fn validate(&self, has_route: impl Fn(&str) -> bool) -> Result<(), (String, String)> {
@@ -201,6 +250,24 @@ impl DefinitionSpec {
                 "must be 1 to 128 letters, digits, '_' or '-'".to_string(),
             );
         }
+        match self.target {
+            Target::Record => self.validate_record_target()?,
+            Target::Run => self.validate_run_target()?,
+        }
+        if self.steps.is_empty() {
+            return err("steps", "a definition needs at least one step".into());
+        }
+        self.validate_steps_and_actions(has_route)
+    }
+
+    fn validate_record_target(&self) -> Result<(), (String, String)> {
+        let err = |what: &str, msg: String| Err((what.to_string(), msg));
+        if !self.run_types.is_empty() {
+            return err(
+                "run_types",
+                "only a definition with target = \"run\" names run types".to_string(),
+            );
+        }
         if !valid_name(&self.object) || is_system_object(&self.object) {
             return err(
                 "object",
@@ -210,9 +277,50 @@ impl DefinitionSpec {
                 ),
             );
         }
-        if self.steps.is_empty() {
-            return err("steps", "a definition needs at least one step".into());
+        Ok(())
+    }
+
+    /// A run definition names no object and updates no field (a run has none):
+    /// its actions are alerts.
+    fn validate_run_target(&self) -> Result<(), (String, String)> {
+        let err = |what: &str, msg: String| Err((what.to_string(), msg));
+        if !self.object.is_empty() && self.object != RUN_OBJECT {
+            return err(
+                "object",
+                format!(
+                    "a definition with target = \"run\" approves runs, not {:?} records; leave object out",
+                    self.object
+                ),
+            );
         }
+        if let Some(bad) = self
+            .run_types
+            .iter()
+            .find(|t| t.trim().is_empty() || t.len() > 64)
+        {
+            return err(
+                "run_types",
+                format!("run type {bad:?} must be 1 to 64 characters"),
+            );
+        }
+        if self
+            .actions
+            .all()
+            .any(|a| matches!(a, Action::FieldUpdate { .. }))
+        {
+            return err(
+                "actions",
+                "a definition with target = \"run\" can only have Alert actions: a run has no fields to update".to_string(),
+            );
+        }
+        Ok(())
+    }
+
+    fn validate_steps_and_actions(
+        &self,
+        has_route: impl Fn(&str) -> bool,
+    ) -> Result<(), (String, String)> {
+        let err = |what: &str, msg: String| Err((what.to_string(), msg));
         for (i, step) in self.steps.iter().enumerate() {
             if step.name.trim().is_empty() {
                 return err("steps", format!("step {} has no name", i + 1));
@@ -387,7 +495,9 @@ mod tests {
     fn spec() -> DefinitionSpec {
         DefinitionSpec {
             id: "deal".into(),
+            target: Target::Record,
             object: "Opportunity".into(),
+            run_types: Vec::new(),
             steps: vec![Step {
                 name: "Manager".into(),
                 approver: Approver::Role(Role::Admin),
@@ -426,6 +536,51 @@ mod tests {
             value: serde_json::Value::Null,
         }];
         assert!(bad.validate(|_| true).unwrap_err().1.contains("field_path"));
+    }
+
+    #[test]
+    fn a_run_definition_names_no_object_and_updates_no_field() {
+        let run: DefinitionSpec = serde_json::from_str(
+            r#"{"id":"payout","target":"run","run_types":["payout"],
+                "steps":[{"name":"Finance","approver":{"role":"admin"}}]}"#,
+        )
+        .unwrap();
+        assert!(run.validate(|_| true).is_ok());
+        assert_eq!(run.stored_object(), RUN_OBJECT);
+        let mut bad = run.clone();
+        bad.object = "Opportunity".into();
+        assert_eq!(bad.validate(|_| true).unwrap_err().0, "object");
+        let mut bad = run.clone();
+        bad.actions.approve.push(Action::FieldUpdate {
+            id: "f".into(),
+            name: String::new(),
+            field_path: "Status".into(),
+            value: serde_json::json!("x"),
+        });
+        let (part, message) = bad.validate(|_| true).unwrap_err();
+        assert_eq!(part, "actions");
+        assert!(message.contains("only have Alert actions"), "{message}");
+        let mut bad = spec();
+        bad.run_types = vec!["payout".into()];
+        assert_eq!(bad.validate(|_| true).unwrap_err().0, "run_types");
+        let stored = Definition {
+            id: "payout".into(),
+            version: 1,
+            object: RUN_OBJECT.into(),
+            run_types: vec!["payout".into()],
+            steps: run.steps.clone(),
+            actions: LifecycleActions::default(),
+            created_by: "config".into(),
+            created_at_ms: 0,
+        };
+        assert!(stored.admits_run_type("payout"));
+        assert!(!stored.admits_run_type("etl"));
+        let record = Definition {
+            object: "Opportunity".into(),
+            run_types: Vec::new(),
+            ..stored
+        };
+        assert!(!record.admits_run_type("payout"));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 pub mod approvals;
 pub mod deliveries;
 pub mod roles;
+pub mod run_approvals;
 pub mod runs;
 
 pub use deliveries::{DeliveryFilter, DeliveryStatus};

@@ -188,6 +188,7 @@ async fn running_run_with_a_callback(store: &SqlStore, service: &RunService) -> 
             Some(&operator()),
             &run.id,
             TransitionRequest {
+                approval: None,
                 to: RunStatus::Running,
                 result: None,
             },
@@ -208,6 +209,7 @@ async fn racing_terminal_transitions_have_one_winner_and_one_set_of_events(db: &
             let run = run.clone();
             racers.push(tokio::spawn(async move {
                 let request = TransitionRequest {
+                    approval: None,
                     to,
                     result: Some(serde_json::json!({"by": to.as_str()})),
                 };
@@ -279,6 +281,7 @@ async fn a_failing_enqueue_rolls_the_transition_back(db: &TestDb) {
             Some(&operator()),
             &run,
             TransitionRequest {
+                approval: None,
                 to: RunStatus::Succeeded,
                 result: Some(serde_json::json!({"rows": 1})),
             },
@@ -347,6 +350,7 @@ async fn concurrent_transitions_batched_together_answer_as_if_alone(db: &TestDb)
         let service = service.clone();
         racers.spawn(async move {
             let request = TransitionRequest {
+                approval: None,
                 to,
                 result: Some(result),
             };
@@ -488,6 +492,7 @@ async fn a_conflict_on_one_run_does_not_fail_its_batch_neighbours() {
         let service = service.clone();
         movers.spawn(async move {
             let request = TransitionRequest {
+                approval: None,
                 to: RunStatus::Succeeded,
                 result: None,
             };

@@ -10,6 +10,7 @@ mod console;
 mod locked_store;
 mod memory_store;
 mod roles_and_sessions;
+mod run_approvals;
 mod runs;
 mod sign_in_abuse;
 mod two_stores;

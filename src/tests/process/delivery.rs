@@ -555,6 +555,7 @@ async fn commit_routed_run(
             Some(&viewer),
             &run.id,
             TransitionRequest {
+                approval: None,
                 to: RunStatus::Succeeded,
                 result: Some(serde_json::json!({"rows": 7})),
             },
