@@ -84,6 +84,12 @@ pub trait ApprovalsPort: Send + Sync + 'static {
         viewer: Option<&Viewer>,
         id: &str,
     ) -> Result<ApprovalDetailView, ConsoleError>;
+    /// A run's approvals (DESIGN §9), newest first.
+    async fn of_run(
+        &self,
+        viewer: Option<&Viewer>,
+        run_id: &str,
+    ) -> Result<Vec<ApprovalDetailView>, ConsoleError>;
     /// `action` is `approve`, `reject` or `recall`.
     async fn act(
         &self,

@@ -43,6 +43,16 @@ pub async fn approval_detail(id: String) -> Result<ApprovalDetailView, Failure> 
         .map_err(server::fail)
 }
 
+/// A run's approvals (DESIGN §9), newest first: the run page's approval panel.
+#[server(prefix = "/console-api", endpoint = "run-approvals")]
+pub async fn run_approvals(run_id: String) -> Result<Vec<ApprovalDetailView>, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .of_run(viewer.as_ref(), &run_id)
+        .await
+        .map_err(server::fail)
+}
+
 #[server(prefix = "/console-api", endpoint = "approval-action")]
 pub async fn act_on_approval(id: String, action: String) -> Result<ApprovalRow, Failure> {
     let viewer = server::viewer();

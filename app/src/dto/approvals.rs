@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The object a run approval names (its record id is the run's id).
+pub use vocab::approvals::RUN_OBJECT;
+
 /// One approval in the list.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalRow {
@@ -16,6 +19,13 @@ pub struct ApprovalRow {
     pub submitted_by: String,
     pub decided_by: Option<String>,
     pub updated_at: String,
+}
+
+impl ApprovalRow {
+    /// The run it pauses, if it is a run approval.
+    pub fn run_id(&self) -> Option<&str> {
+        (self.object == RUN_OBJECT).then_some(self.record_id.as_str())
+    }
 }
 
 /// One entry of an approval's timeline: a step's node or a work item.

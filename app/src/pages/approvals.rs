@@ -1,4 +1,5 @@
-//! The Approvals page: approvals with their state, definition and target record;
+//! The Approvals page: approvals with their state, definition and target (a
+//! record, or a paused run, linked to its page);
 //! one approval's timeline (nodes and work items) and its prompt, alert and replay
 //! events; Approve / Reject / Recall for whoever may; and the failed-replay shelf
 //! with retry. The selected approval lives in the URL (`?id=`).
@@ -48,14 +49,14 @@ pub fn ApprovalsPage() -> impl IntoView {
             <div class="page-head">
                 <div>
                     <h1>"Approvals"</h1>
-                    <p class="muted">"Approval processes over records, newest first."</p>
+                    <p class="muted">"Approval processes over records and runs, newest first."</p>
                 </div>
             </div>
             {act_error}
             <Transition fallback=|| view! { <div class="panel state">"Loading approval…"</div> }>
                 {move || Suspend::new(async move {
                     match detail.await {
-                        Ok(Some(detail)) => view! { <Detail detail act /> }.into_any(),
+                        Ok(Some(detail)) => view! { <ApprovalCard detail act /> }.into_any(),
                         Ok(None) => ().into_any(),
                         Err(err) => view! { <Failed what="The approval" message=err.to_string() /> }.into_any(),
                     }
@@ -102,7 +103,8 @@ fn ApprovalsTable(rows: Vec<ApprovalRow>) -> impl IntoView {
             <div class="panel state" data-testid="empty-state">
                 <h2>"No approvals yet"</h2>
                 <p class="muted">"Approvals appear here when records are submitted with "
-                    <code>"POST /api/v1/approvals"</code> "."</p>
+                    <code>"POST /api/v1/approvals"</code> ", or when a run moves to "
+                    <code>"awaiting_approval"</code> " with an approval."</p>
             </div>
         }
         .into_any();
@@ -113,7 +115,7 @@ fn ApprovalsTable(rows: Vec<ApprovalRow>) -> impl IntoView {
                 <thead>
                     <tr>
                         <th>"Approval"</th>
-                        <th>"Record"</th>
+                        <th>"Target"</th>
                         <th>"Definition"</th>
                         <th>"Status"</th>
                         <th>"Step"</th>
@@ -128,7 +130,7 @@ fn ApprovalsTable(rows: Vec<ApprovalRow>) -> impl IntoView {
                             view! {
                                 <tr data-testid="approval-row" data-approval-id=row.id.clone()>
                                     <td class="mono"><a href=href>{short(&row.id)}</a></td>
-                                    <td>{format!("{} {}", row.object, short(&row.record_id))}</td>
+                                    <td>{target(&row)}</td>
                                     <td>{format!("{} v{}", row.definition_id, row.definition_version)}</td>
                                     <td>{badge(&row.status)}</td>
                                     <td>{row.step}</td>
@@ -144,8 +146,24 @@ fn ApprovalsTable(rows: Vec<ApprovalRow>) -> impl IntoView {
     .into_any()
 }
 
+/// What an approval approves: a run (linked to its page) or a record.
+fn target(row: &ApprovalRow) -> AnyView {
+    match row.run_id() {
+        Some(run) => view! {
+            <a href=format!("/runs/{run}") data-testid="approval-target">{format!("Run {}", short(run))}</a>
+        }
+        .into_any(),
+        None => view! {
+            <span data-testid="approval-target">{format!("{} {}", row.object, short(&row.record_id))}</span>
+        }
+        .into_any(),
+    }
+}
+
+/// One approval: its target, state, timeline and events, with the lifecycle
+/// buttons the viewer may use (the Approvals page and a run's page).
 #[component]
-fn Detail(detail: ApprovalDetailView, act: ServerAction<ActOnApproval>) -> impl IntoView {
+pub fn ApprovalCard(detail: ApprovalDetailView, act: ServerAction<ActOnApproval>) -> impl IntoView {
     let ApprovalDetailView {
         approval,
         timeline,
@@ -174,8 +192,10 @@ fn Detail(detail: ApprovalDetailView, act: ServerAction<ActOnApproval>) -> impl 
         <section class="panel" data-testid="approval-detail" data-approval-id=approval.id.clone()>
             <h2>{format!("Approval {}", short(&approval.id))}</h2>
             <p>
-                {format!("{} {} · {} v{} · step {} · submitted by {}", approval.object, approval.record_id,
+                {target(&approval)}
+                {format!(" · {} v{} · step {} · submitted by {}",
                     approval.definition_id, approval.definition_version, approval.step, approval.submitted_by)}
+                {approval.decided_by.clone().map(|who| format!(" · decided by {who}"))}
                 " " {badge(&approval.status)}
             </p>
             <div class="actions">

@@ -3,17 +3,23 @@
 //! the state the operator saw; a delivery that changed meanwhile is reported, never
 //! retried blindly. An `uncertain` delivery is retried only through the
 //! acknowledgement dialog. While a delivery is in flight the page refreshes itself.
+//! A run paused for approval shows its approval (state, step, approver, prompt
+//! delivery) with the buttons its viewer may use; loaded on its own, so an
+//! approvals store that is down leaves the rest of the page working.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
+use crate::api::approvals::{run_approvals, ActOnApproval};
 use crate::api::{load_run, retry_delivery, Failure};
 use crate::components::{poll_while_visible, set_status, CapabilityNotice, ErrorPanel, TopBar};
 use crate::dto::{
-    AttemptView, DeliveryDetail, DeliveryStatus, DeliveryView, RetryCommand, RunFacts, RunView,
+    AttemptView, DeliveryDetail, DeliveryStatus, DeliveryView, RetryCommand, RunFacts, RunStatus,
+    RunView,
 };
 use crate::format::{display_time, short_id};
+use crate::pages::approvals::ApprovalCard;
 
 /// What the page says after a retry.
 #[derive(Clone, Debug, PartialEq)]
@@ -92,6 +98,7 @@ pub fn RunPage() -> impl IntoView {
                     }
                 })}
             </Transition>
+            <RunApprovals id page />
             {move || dialog.get().map(|delivery| view! {
                 <UncertainDialog
                     delivery
@@ -106,6 +113,76 @@ pub fn RunPage() -> impl IntoView {
                 />
             })}
         </main>
+    }
+}
+
+/// The run's approvals (DESIGN §9), refreshed while one is pending or the run
+/// waits on one; after a decision the run itself is reloaded, since its
+/// continuation moves it.
+#[component]
+fn RunApprovals(id: Memo<String>, page: Resource<Result<RunView, Failure>>) -> impl IntoView {
+    let act = ServerAction::<ActOnApproval>::new();
+    let approvals = Resource::new(
+        move || (id.get(), act.version().get()),
+        |(id, _)| run_approvals(id),
+    );
+    Effect::new(move |_| {
+        if act.version().get() > 0 {
+            page.refetch();
+        }
+    });
+    poll_while_visible(
+        move || {
+            let waiting = page
+                .get_untracked()
+                .is_some_and(|r| r.is_ok_and(|v| v.run.status == RunStatus::AwaitingApproval));
+            let pending = approvals.get_untracked().is_some_and(|r| {
+                r.is_ok_and(|list| list.iter().any(|a| a.approval.status == "pending"))
+            });
+            waiting || pending
+        },
+        move || {
+            approvals.refetch();
+            page.refetch();
+        },
+    );
+    let act_error = move || {
+        act.value().get().and_then(|r| r.err()).map(|failure| {
+            view! {
+                <p class="alert error" role="alert" data-testid="approval-action-error">
+                    "Not done: " {failure.message}
+                </p>
+            }
+        })
+    };
+    view! {
+        <section class="run-approvals" aria-labelledby="run-approvals-title">
+            <h2 id="run-approvals-title">"Approval"</h2>
+            {act_error}
+            <Transition fallback=|| view! { <div class="panel state">"Loading the run's approval…"</div> }>
+                {move || Suspend::new(async move {
+                    match approvals.await {
+                        Ok(list) if list.is_empty() => view! {
+                            <p class="muted" data-testid="no-approvals">
+                                "This run has not asked for approval. A run pauses for one by moving to "
+                                <code>"awaiting_approval"</code> " with an approval definition."
+                            </p>
+                        }.into_any(),
+                        Ok(list) => list
+                            .into_iter()
+                            .map(|detail| view! { <ApprovalCard detail act /> })
+                            .collect_view()
+                            .into_any(),
+                        Err(failure) => view! {
+                            <div class="panel state error" role="alert" data-testid="run-approvals-error">
+                                <p>"The run's approvals could not be loaded: " {failure.message}</p>
+                                <p class="muted">"The rest of this page comes from the jobs store and keeps working."</p>
+                            </div>
+                        }.into_any(),
+                    }
+                })}
+            </Transition>
+        </section>
     }
 }
 

@@ -13,7 +13,7 @@ use vocab::{DeliveryStatus, Permission, Role, Viewer};
 
 use crate::approvals::model::kinds;
 use crate::http::error::console_error;
-use crate::service::approvals::{ApprovalService, ApprovalView};
+use crate::service::approvals::{ApprovalDetail, ApprovalService, ApprovalView};
 use crate::service::deliveries::{DeliveryService, RetryRequest};
 use crate::service::ServiceError;
 
@@ -41,6 +41,62 @@ fn text(value: &serde_json::Value, key: &str) -> String {
     value[key].as_str().unwrap_or_default().to_string()
 }
 
+/// One approval as the console shows it, with what `viewer` may do to it.
+fn detail_view(detail: ApprovalDetail, viewer: Option<&Viewer>) -> ApprovalDetailView {
+    let viewer = viewer.cloned().unwrap_or(Viewer {
+        name: String::new(),
+        role: Role::Reader,
+    });
+    let mut timeline = Vec::new();
+    let mut can_decide = false;
+    for node in &detail.nodes {
+        timeline.push(TimelineEntry {
+            what: format!("Step {:?}", text(node, "step_name")),
+            status: text(node, "status"),
+            who: None,
+        });
+        for item in detail
+            .work_items
+            .iter()
+            .filter(|w| w["node_id"] == node["id"])
+        {
+            let (kind, approver) = (text(item, "approver_kind"), text(item, "approver"));
+            let status = text(item, "status");
+            if status == "pending"
+                && ((kind == "user" && approver == viewer.name)
+                    || (kind == "role" && approver == viewer.role.as_str()))
+            {
+                can_decide = true;
+            }
+            timeline.push(TimelineEntry {
+                what: format!("Work item for {kind} {approver}"),
+                status,
+                who: item["decided_by"].as_str().map(str::to_string),
+            });
+        }
+    }
+    let approval = row(detail.approval);
+    let can_recall = viewer.can(Permission::ApprovalsSubmit)
+        && (approval.submitted_by == viewer.name || viewer.role == Role::Admin);
+    ApprovalDetailView {
+        approval,
+        timeline,
+        events: detail
+            .events
+            .into_iter()
+            .map(|e| ApprovalEventRow {
+                event_id: e.event_id,
+                kind: e.kind,
+                status: e.status,
+                attempts: e.attempts,
+                last_error: e.last_error,
+            })
+            .collect(),
+        can_decide,
+        can_recall,
+    }
+}
+
 #[async_trait]
 impl ApprovalsPort for ApprovalsConsole {
     async fn list(&self, viewer: Option<&Viewer>) -> Result<Vec<ApprovalRow>, ConsoleError> {
@@ -58,58 +114,23 @@ impl ApprovalsPort for ApprovalsConsole {
             .get(viewer, id)
             .await
             .map_err(console_error)?;
-        let viewer = viewer.cloned().unwrap_or(Viewer {
-            name: String::new(),
-            role: Role::Reader,
-        });
-        let mut timeline = Vec::new();
-        let mut can_decide = false;
-        for node in &detail.nodes {
-            timeline.push(TimelineEntry {
-                what: format!("Step {:?}", text(node, "step_name")),
-                status: text(node, "status"),
-                who: None,
-            });
-            for item in detail
-                .work_items
-                .iter()
-                .filter(|w| w["node_id"] == node["id"])
-            {
-                let (kind, approver) = (text(item, "approver_kind"), text(item, "approver"));
-                let status = text(item, "status");
-                if status == "pending"
-                    && ((kind == "user" && approver == viewer.name)
-                        || (kind == "role" && approver == viewer.role.as_str()))
-                {
-                    can_decide = true;
-                }
-                timeline.push(TimelineEntry {
-                    what: format!("Work item for {kind} {approver}"),
-                    status,
-                    who: item["decided_by"].as_str().map(str::to_string),
-                });
-            }
-        }
-        let approval = row(detail.approval);
-        let can_recall = viewer.can(Permission::ApprovalsSubmit)
-            && (approval.submitted_by == viewer.name || viewer.role == Role::Admin);
-        Ok(ApprovalDetailView {
-            approval,
-            timeline,
-            events: detail
-                .events
-                .into_iter()
-                .map(|e| ApprovalEventRow {
-                    event_id: e.event_id,
-                    kind: e.kind,
-                    status: e.status,
-                    attempts: e.attempts,
-                    last_error: e.last_error,
-                })
-                .collect(),
-            can_decide,
-            can_recall,
-        })
+        Ok(detail_view(detail, viewer))
+    }
+
+    async fn of_run(
+        &self,
+        viewer: Option<&Viewer>,
+        run_id: &str,
+    ) -> Result<Vec<ApprovalDetailView>, ConsoleError> {
+        let details = self
+            .approvals
+            .of_run(viewer, run_id)
+            .await
+            .map_err(console_error)?;
+        Ok(details
+            .into_iter()
+            .map(|detail| detail_view(detail, viewer))
+            .collect())
     }
 
     async fn act(

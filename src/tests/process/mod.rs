@@ -11,5 +11,6 @@ mod delivery;
 mod group_crash;
 mod isolation;
 mod multi_node;
+mod run_approvals_crash;
 mod settle_outage;
 mod upkeep;
