@@ -150,7 +150,7 @@ fn ApprovalsTable(rows: Vec<ApprovalRow>) -> impl IntoView {
 fn target(row: &ApprovalRow) -> AnyView {
     match row.run_id() {
         Some(run) => view! {
-            <a href=format!("/runs/{run}") data-testid="approval-target">{format!("Run {}", short(run))}</a>
+            <a class="inline-link" href=format!("/runs/{run}") data-testid="approval-target">{format!("Run {}", short(run))}</a>
         }
         .into_any(),
         None => view! {
