@@ -118,6 +118,23 @@ pub fn CapabilityNotice(
 
 /// A table panel that scrolls sideways when wider than the screen: a focusable,
 /// named region, so a keyboard can scroll it too.
+/// With the approvals database apart: which store a page could not read, so its
+/// rows are missing while the other store's are shown (one line a store).
+#[component]
+pub fn StoresUnavailable(unavailable: Vec<String>) -> impl IntoView {
+    unavailable
+        .into_iter()
+        .map(|why| {
+            view! {
+                <p class="alert warn" role="status" data-testid="store-unavailable">
+                    <strong>"Part of this page is missing. "</strong>
+                    {why}
+                </p>
+            }
+        })
+        .collect_view()
+}
+
 #[component]
 pub fn ScrollingTable(
     /// What the region holds, for screen readers.

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
-use app::dto::{BreakerClosed, BreakerView, DeliveryPage, DeliveryQuery};
+use app::dto::{AuditPage, BreakerClosed, BreakerView, DeliveryPage, DeliveryQuery};
 
 use super::error::ApiError;
 use super::extract::{ApiQuery, MaybeViewer};
@@ -20,6 +20,7 @@ pub fn router() -> Router<AppState> {
             "/notification-outbox/{event_id}/retry",
             post(super::deliveries::retry_delivery),
         )
+        .route("/audit", get(list_audit))
         .route("/destination-breakers", get(list_breakers))
         .route("/destination-breakers/close", post(close_breaker))
         .fallback(|| async {
@@ -37,6 +38,31 @@ async fn list_outbox(
     ApiQuery(query): ApiQuery<DeliveryQuery>,
 ) -> Result<Json<DeliveryPage>, ApiError> {
     Ok(Json(state.deliveries.list(viewer.as_ref(), query).await?))
+}
+
+/// `GET /admin/api/audit?after=&limit=`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    #[serde(default)]
+    pub after: Option<String>,
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// The operators' audit trail of every store, newest first (`runs:write`).
+async fn list_audit(
+    State(state): State<AppState>,
+    MaybeViewer(viewer): MaybeViewer,
+    ApiQuery(query): ApiQuery<AuditQuery>,
+) -> Result<Json<AuditPage>, ApiError> {
+    let limit = query.limit.unwrap_or(50);
+    Ok(Json(
+        state
+            .deliveries
+            .audit(viewer.as_ref(), query.after, limit)
+            .await?,
+    ))
 }
 
 /// Every destination breaker (open and half-open first), `runs:read`.

@@ -100,6 +100,11 @@ impl StoreHealth {
         })
     }
 
+    /// The sources this store holds (`jobs`, `approvals`, or both).
+    pub fn sources(&self) -> &[&'static str] {
+        &self.sources
+    }
+
     fn set_gauges(&self, available: bool) {
         for source in &self.sources {
             self.metrics.set_available(source, available);

@@ -19,6 +19,7 @@ use super::{format_ms, parse_instant, require, ServiceError};
 use crate::outbox::handler::Registry;
 use crate::outbox::model::{AttemptRecord, EventRecord, RetryRefusal};
 use crate::store::ports::{DeliveryReads, EventFilter, ManualRetry, NewAuditEntry, OutboxStore};
+use crate::store::StoreError;
 
 /// The parent type of a run's events.
 pub const RUN_PARENT: &str = "run";
@@ -51,6 +52,8 @@ pub const BULK_CHUNK: usize = 100;
 /// listed, counted, audited and retried.
 #[derive(Clone)]
 struct OutboxPart {
+    /// Which database it is, as a page names it when it cannot be read.
+    name: &'static str,
     store: Arc<dyn OutboxStore>,
     reads: Arc<dyn DeliveryReads>,
 }
@@ -84,6 +87,7 @@ impl DeliveryService {
     ) -> Self {
         DeliveryService {
             parts: vec![OutboxPart {
+                name: "jobs",
                 store: store.clone(),
                 reads: reads.clone(),
             }],
@@ -135,6 +139,7 @@ impl DeliveryService {
         registry: Arc<Registry>,
     ) -> Self {
         self.parts.push(OutboxPart {
+            name: "approvals",
             store: store.clone(),
             reads,
         });
@@ -147,17 +152,42 @@ impl DeliveryService {
     async fn merged_events(
         &self,
         filter: &EventFilter,
-    ) -> Result<Vec<(usize, EventRecord)>, ServiceError> {
+    ) -> Result<(Vec<(usize, EventRecord)>, Vec<String>), ServiceError> {
         let mut events = Vec::new();
+        let mut unavailable = Vec::new();
         for (at, part) in self.parts.iter().enumerate() {
-            let listed = part.reads.list_events(filter).await?;
-            events.extend(listed.into_iter().map(|e| (at, e)));
+            let listed = part.reads.list_events(filter).await;
+            if let Some(listed) = self.partial(part, listed, &mut unavailable)? {
+                events.extend(listed.into_iter().map(|e| (at, e)));
+            }
         }
         events.sort_by(|(_, a), (_, b)| {
             (b.created_at, &b.event_id).cmp(&(a.created_at, &a.event_id))
         });
         events.truncate(filter.limit as usize);
-        Ok(events)
+        Ok((events, unavailable))
+    }
+
+    /// One part's read, or — when another part can still answer — a note that
+    /// its store is unavailable, so a page shows what it can and says what is
+    /// missing. With every part down (or one part only) the page fails as a whole.
+    fn partial<T>(
+        &self,
+        part: &OutboxPart,
+        read: Result<T, StoreError>,
+        unavailable: &mut Vec<String>,
+    ) -> Result<Option<T>, ServiceError> {
+        match read.map_err(ServiceError::from) {
+            Ok(value) => Ok(Some(value)),
+            Err(ServiceError::Unavailable(why)) if unavailable.len() + 1 < self.parts.len() => {
+                unavailable.push(format!(
+                    "the {} store is unavailable, so its rows are not shown: {why}",
+                    part.name
+                ));
+                Ok(None)
+            }
+            Err(err) => Err(err),
+        }
     }
 
     /// How many events of every part match `filter` (each counted up to the cap).
@@ -256,12 +286,8 @@ impl DeliveryService {
             limit: limit + 1,
             ..filter_of(&query)?
         };
-        let mut events: Vec<EventRecord> = self
-            .merged_events(&filter)
-            .await?
-            .into_iter()
-            .map(|(_, e)| e)
-            .collect();
+        let (merged, unavailable) = self.merged_events(&filter).await?;
+        let mut events: Vec<EventRecord> = merged.into_iter().map(|(_, e)| e).collect();
         let next_cursor = if events.len() > limit as usize {
             events.truncate(limit as usize);
             events
@@ -276,6 +302,7 @@ impl DeliveryService {
                 .map(|e| view(e, viewer.can(Permission::DataRead)))
                 .collect(),
             next_cursor,
+            unavailable,
         })
     }
 
@@ -335,7 +362,7 @@ impl DeliveryService {
             return Ok(BulkOutcome::default());
         }
         // The newest first across every database, as the listing shows them.
-        let mut events = self
+        let (mut events, unavailable) = self
             .merged_events(&EventFilter {
                 statuses: statuses.clone(),
                 limit: BULK_CAP + 1,
@@ -346,6 +373,7 @@ impl DeliveryService {
         events.truncate(BULK_CAP as usize);
         let mut outcome = BulkOutcome {
             capped,
+            unavailable,
             ..Default::default()
         };
         // Each chunk commits its retries together with their audit row, so a
@@ -433,8 +461,13 @@ impl DeliveryService {
         // merged by id: time-ordered UUIDs, so newest first across them all.
         let after = non_empty(after);
         let mut rows = Vec::new();
+        let mut unavailable = Vec::new();
         for part in &self.parts {
-            rows.extend(part.reads.audit(after.as_deref(), limit + 1).await?);
+            let read = part.reads.audit(after.as_deref(), limit + 1).await;
+            rows.extend(
+                self.partial(part, read, &mut unavailable)?
+                    .unwrap_or_default(),
+            );
         }
         rows.sort_by(|a, b| b.id.cmp(&a.id));
         rows.truncate(limit as usize + 1);
@@ -459,6 +492,7 @@ impl DeliveryService {
                 })
                 .collect(),
             next_cursor,
+            unavailable,
         })
     }
 

@@ -132,3 +132,52 @@ macro_rules! contract_tests {
         }
     };
 }
+
+/// A PostgreSQL database taken out from under its users, as an outage would: new
+/// connections refused and every open one terminated, until [`PostgresOutage::end`].
+pub struct PostgresOutage {
+    name: String,
+    admin: sqlx::AnyConnection,
+}
+
+impl PostgresOutage {
+    /// Starts the outage of the database at `url` (a PostgreSQL URL).
+    pub async fn start(url: &str) -> PostgresOutage {
+        use sqlx::{Connection, Executor};
+        sqlx::any::install_default_drivers();
+        let name = url::Url::parse(url)
+            .unwrap()
+            .path()
+            .trim_start_matches('/')
+            .to_string();
+        let admin_url = std::env::var("HERALD_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let mut admin = sqlx::AnyConnection::connect(&admin_url)
+            .await
+            .expect("PostgreSQL admin connection");
+        admin
+            .execute(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false").as_str())
+            .await
+            .unwrap();
+        admin
+            .execute(
+                format!(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+                )
+                .as_str(),
+            )
+            .await
+            .unwrap();
+        PostgresOutage { name, admin }
+    }
+
+    /// Lets connections in again.
+    pub async fn end(mut self) {
+        use sqlx::{Connection, Executor};
+        self.admin
+            .execute(format!("ALTER DATABASE {} ALLOW_CONNECTIONS true", self.name).as_str())
+            .await
+            .unwrap();
+        self.admin.close().await.ok();
+    }
+}

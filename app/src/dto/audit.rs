@@ -22,4 +22,7 @@ pub struct AuditEntry {
 pub struct AuditPage {
     pub entries: Vec<AuditEntry>,
     pub next_cursor: Option<String>,
+    /// Why a store's rows are missing from this page (it could not be read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<String>,
 }

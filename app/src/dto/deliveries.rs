@@ -114,6 +114,9 @@ pub struct BulkOutcome {
     /// Deliveries that changed between listing and retrying: left alone.
     pub changed: u32,
     pub capped: bool,
+    /// Stores that could not be read: their deliveries were not retried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<String>,
 }
 
 /// One page of the outbox listing, newest first.
@@ -122,6 +125,10 @@ pub struct DeliveryPage {
     pub events: Vec<DeliveryView>,
     /// Present when more events follow this page.
     pub next_cursor: Option<String>,
+    /// With the approvals database apart: why a store's events are missing from
+    /// this page (it could not be read), one line a store; empty when all are shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<String>,
 }
 
 /// One attempt of the attempt log: no payloads.

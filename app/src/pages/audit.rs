@@ -8,7 +8,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 use crate::api::audit_trail;
-use crate::components::{ErrorPanel, ScrollingTable, TopBar};
+use crate::components::{ErrorPanel, ScrollingTable, StoresUnavailable, TopBar};
 use crate::dto::AuditPage as Page;
 use crate::format::display_time;
 
@@ -41,8 +41,10 @@ pub fn AuditPage() -> impl IntoView {
 
 #[component]
 fn AuditTable(page: Page) -> impl IntoView {
+    let unavailable = page.unavailable;
     if page.entries.is_empty() {
         return view! {
+            <StoresUnavailable unavailable />
             <div class="panel state" data-testid="audit-empty">
                 <h2>"No retries yet"</h2>
                 <p class="muted">"Manual retries appear here as operators make them."</p>
@@ -54,6 +56,7 @@ fn AuditTable(page: Page) -> impl IntoView {
         .next_cursor
         .map(|cursor| format!("/audit?after={cursor}"));
     view! {
+        <StoresUnavailable unavailable />
         <ScrollingTable label="Audit trail">
             <table class="runs" data-testid="audit-table">
                 <thead>

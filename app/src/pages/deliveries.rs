@@ -12,7 +12,9 @@ use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
 use crate::api::{bulk_retry, current_viewer, list_deliveries, preview_bulk_retry, Failure};
-use crate::components::{focus_within, poll_while_visible, ErrorPanel, ScrollingTable, TopBar};
+use crate::components::{
+    focus_within, poll_while_visible, ErrorPanel, ScrollingTable, StoresUnavailable, TopBar,
+};
 use crate::dto::{
     BulkOutcome, BulkPreview, DeliveryFilter, DeliveryPage, DeliveryQuery, DeliveryStatus,
     DeliveryView, Permission,
@@ -177,6 +179,7 @@ fn DeliveriesTable(
         .after
         .is_some()
         .then(|| query_href(&query, status.as_deref(), None));
+    let unavailable = page.unavailable;
     let body = if page.events.is_empty() {
         view! {
             <div class="panel state" data-testid="deliveries-empty">
@@ -211,6 +214,7 @@ fn DeliveriesTable(
         .into_any()
     };
     view! {
+        <StoresUnavailable unavailable />
         {body}
         <nav class="pager" aria-label="Pages">
             {first.map(|href| view! { <a href=href class="button">"← First page"</a> })}
@@ -311,12 +315,13 @@ fn BulkRetry(query: Memo<DeliveryQuery>, on_done: Callback<()>) -> impl IntoView
                     _ => ().into_any(),
                 }}
                 {move || run.value().get().map(|result| match result {
-                    Ok(BulkOutcome { retried, changed, capped }) => view! {
+                    Ok(BulkOutcome { retried, changed, capped, unavailable }) => view! {
                         <p class="alert ok" data-testid="bulk-result">
                             {format!("Retried {retried}.")}
                             {(changed > 0).then(|| format!(" {changed} had changed meanwhile and were left alone."))}
                             {capped.then_some(" More match: run it again for the rest.")}
                         </p>
+                        <StoresUnavailable unavailable />
                     }.into_any(),
                     Err(Failure { message, .. }) => view! { <p class="alert error">{message}</p> }.into_any(),
                 })}

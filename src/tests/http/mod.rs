@@ -13,4 +13,5 @@ mod roles_and_sessions;
 mod run_approvals;
 mod runs;
 mod sign_in_abuse;
+mod store_outages;
 mod two_stores;

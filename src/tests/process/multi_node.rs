@@ -12,7 +12,6 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use herald::store::{Engine, SqlStore, StoreOptions};
-use sqlx::{Connection, Executor};
 use testkit::callback;
 use testkit::cluster::{
     attempts_by_worker, count, drive, events, holder_is, overlapping_attempts, readiness,
@@ -238,27 +237,9 @@ async fn reports_outage(base: &str) -> bool {
             .contains("store unavailable")
 }
 
-/// The database name at the end of a URL.
-fn database_name(url: &str) -> String {
-    url::Url::parse(url)
-        .unwrap()
-        .path()
-        .trim_start_matches('/')
-        .to_string()
-}
-
-async fn postgres_admin() -> sqlx::AnyConnection {
-    let url = std::env::var("HERALD_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    sqlx::AnyConnection::connect(&url)
-        .await
-        .expect("PostgreSQL admin connection")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_store_outage_is_backed_off_logged_once_and_reported_until_it_ends() {
     let db = TestDb::new(Engine::Postgres).await;
-    let name = database_name(&db.url);
     let store = db.store().await;
     let token = api_token(&db.url, Role::Operator).await;
     let receiver = Receiver::start().await;
@@ -288,20 +269,7 @@ async fn a_store_outage_is_backed_off_logged_once_and_reported_until_it_ends() {
         })
         .collect();
     enqueue(&store, &owed).await;
-    let mut admin = postgres_admin().await;
-    admin
-        .execute(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false").as_str())
-        .await
-        .unwrap();
-    admin
-        .execute(
-            format!(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
-            )
-            .as_str(),
-        )
-        .await
-        .unwrap();
+    let postgres_outage = testkit::PostgresOutage::start(&db.url).await;
     assert_eq!(receiver.count(), 0, "none came due before the outage");
     let outage = Instant::now();
     let warns_before = lines_with(&node.process.log, "WARN").len();
@@ -367,11 +335,7 @@ async fn a_store_outage_is_backed_off_logged_once_and_reported_until_it_ends() {
         &warns[warns_before..]
     );
 
-    admin
-        .execute(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true").as_str())
-        .await
-        .unwrap();
-    admin.close().await.ok();
+    postgres_outage.end().await;
     wait_for(
         "/readyz to say ready again",
         Duration::from_secs(20),
