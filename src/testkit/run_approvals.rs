@@ -12,19 +12,26 @@ pub const PROMPT_SECRET: &str = "whsec_cHJvbXB0LXNlY3JldC1mb3ItcnVuLWFwcHJvdmFsc
 /// The run callbacks' signing secret.
 pub const CALLBACK_SECRET: &str = "whsec_Y2FsbGJhY2stc2VjcmV0LWZvci1ydW4tYXBwcm92YWxz";
 
-/// The config file text: routes `approvers` (prompts, signed) and `results` (a
-/// run's result) on `receiver`, the run definition `payout` (runs of type
-/// `payout`, one step decided by an admin, prompted on `approvers`) and the record
-/// definition `deal` (to be refused for runs). Fast polls and retries.
+/// The config file text: fast polls and retries, then [`definitions_text`].
 pub fn config_text(receiver: &Receiver, prompt_secret_ref: &str) -> String {
     format!(
-        r#"
-worker_poll_interval_ms = 50
-maintenance_interval_ms = 100
-initial_backoff_ms = 100
-max_backoff_ms = 200
-destination_allowlist = "127.0.0.0/8"
+        "worker_poll_interval_ms = 50\n\
+         maintenance_interval_ms = 100\n\
+         initial_backoff_ms = 100\n\
+         max_backoff_ms = 200\n\
+         destination_allowlist = \"127.0.0.0/8\"\n{}",
+        definitions_text(receiver, prompt_secret_ref)
+    )
+}
 
+/// Routes and definitions (TOML tables: after any top-level setting): routes
+/// `approvers` (prompts, signed) and `results` (a run's result) on `receiver`,
+/// the run definition `payout` (runs of type `payout`, one step decided by an
+/// admin, prompted on `approvers`) and the record definition `deal` (to be
+/// refused for runs).
+pub fn definitions_text(receiver: &Receiver, prompt_secret_ref: &str) -> String {
+    format!(
+        r#"
 [[routes]]
 name = "approvers"
 channel = "webhook"
