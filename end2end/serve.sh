@@ -78,19 +78,26 @@ TOML
 export HERALD_CONFIG="$dir/herald.toml"
 
 bin=../target/${PROFILE:-debug}/herald
+two_jobs="sqlite://$dir/two-jobs.db"
 for role in admin operator reader; do
   printf '%s' "$role-password-e2e" | "$bin" user add "$role" --role "$role" --password-stdin
+  printf '%s' "$role-password-e2e" | "$bin" user add "$role" --role "$role" --password-stdin --database-url "$two_jobs"
 done
 start 'Herald console: (http://127\.0\.0\.1:[0-9]+)/runs$' "$bin" serve --listen 127.0.0.1:0 --site-root ../target/site
 base=$url herald=$pid
+start 'Herald console: (http://127\.0\.0\.1:[0-9]+)/runs$' env HERALD_DATABASE_URL="$two_jobs" \
+  HERALD_APPROVALS_DATABASE_URL="sqlite://$dir/two-approvals.db" \
+  "$bin" serve --listen 127.0.0.1:0 --site-root ../target/site
+two=$url two_pid=$pid
 
 # Listening is not yet ready: wait (at most 60 s) for /readyz.
 ready() { node -e 'fetch(process.argv[1]).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))' "$1"; }
 deadline=$((SECONDS + 60))
-until ready "$base/readyz"; do
+until ready "$base/readyz" && ready "$two/readyz"; do
   kill -0 "$herald" 2>/dev/null || { echo "serve.sh: Herald exited before it was ready" >&2; exit 1; }
+  kill -0 "$two_pid" 2>/dev/null || { echo "serve.sh: the two-database Herald exited before it was ready" >&2; exit 1; }
   ((SECONDS < deadline)) || { echo "serve.sh: Herald was not ready within 60 s" >&2; exit 1; }
   sleep 0.2
 done
-echo "Herald e2e ready: base=$base receiver=$receiver"
+echo "Herald e2e ready: base=$base receiver=$receiver two=$two"
 wait "$herald"

@@ -288,7 +288,7 @@ fn BulkRetry(query: Memo<DeliveryQuery>, on_done: Callback<()>) -> impl IntoView
                         view! {
                             <div class="bulk-confirm" data-testid="bulk-confirm">
                                 <p data-testid="bulk-count">
-                                    {if p.capped { format!("More than {} retryable deliveries match.", p.cap) } else { format!("{} retryable deliveries match.", p.matching) }}
+                                    {if p.capped { format!("More than {} retryable deliveries match.", p.cap) } else { if p.matching == 1 { "1 retryable delivery matches.".to_string() } else { format!("{} retryable deliveries match.", p.matching) } }}
                                     {(p.uncertain > 0).then(|| format!(" {} of them are uncertain.", p.uncertain))}
                                 </p>
                                 {p.capped.then(|| view! { <p class="alert warn">"One action retries at most " {p.cap} "; run it again for the rest."</p> })}
