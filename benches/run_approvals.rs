@@ -52,8 +52,10 @@ async fn run(engine: Engine, n: usize) {
         fresh_db(engine, "ra_approvals").await,
     );
     let receiver = Receiver::start().await;
-    let (prompt_secret, callback_secret) =
-        (SecretFile::new(PROMPT_SECRET), SecretFile::new(CALLBACK_SECRET));
+    let (prompt_secret, callback_secret) = (
+        SecretFile::new(PROMPT_SECRET),
+        SecretFile::new(CALLBACK_SECRET),
+    );
     let config = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
         config.path(),
@@ -65,7 +67,12 @@ async fn run(engine: Engine, n: usize) {
         ),
     )
     .unwrap();
-    let server = serve(&jobs.url, &["--config", config.path().to_str().unwrap()], &[]).await;
+    let server = serve(
+        &jobs.url,
+        &["--config", config.path().to_str().unwrap()],
+        &[],
+    )
+    .await;
     let token = admin_token(&jobs.url);
     let producer = Producer::new(&server.base, &token);
     let callback = receiver.url_for("callbacks");
@@ -83,9 +90,7 @@ async fn run(engine: Engine, n: usize) {
         assert!(status.is_success(), "{answer}");
         let approved = format!("callback_{run}_approved_{}", seq + 1);
         to_approved.push(arrival(&receiver, &approved).await - decided);
-        let (status, _) = producer
-            .transition(&run, json!({"to": "succeeded"}))
-            .await;
+        let (status, _) = producer.transition(&run, json!({"to": "succeeded"})).await;
         assert!(status.is_success());
     }
     println!("{} (two databases):", engine.name());
@@ -100,7 +105,10 @@ async fn run(engine: Engine, n: usize) {
 #[tokio::main]
 async fn main() {
     herald::channels::install_crypto_provider();
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let n = args
         .iter()
         .find_map(|a| a.parse::<usize>().ok())
