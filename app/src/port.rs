@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 
 use crate::dto::{
-    ApprovalDetailView, ApprovalRow, AuditPage, BreakerClosed, BreakerView, BulkOutcome,
+    ApprovalDetailView, ApprovalRow, AuditPage, BreakerClosed, BreakerList, BulkOutcome,
     BulkPreview, ConfigNotice, DeliveryPage, DeliveryQuery, DeliveryView, ReplayShelfView,
     RetryCommand, RunPage, RunQuery, RunView, Viewer,
 };
@@ -65,7 +65,7 @@ pub trait ConsolePort: Send + Sync + 'static {
     ) -> Result<AuditPage, ConsoleError>;
 
     /// Destination circuit breakers, open and half-open first.
-    async fn breakers(&self, viewer: Option<&Viewer>) -> Result<Vec<BreakerView>, ConsoleError>;
+    async fn breakers(&self, viewer: Option<&Viewer>) -> Result<BreakerList, ConsoleError>;
 
     /// Closes a destination's breaker by hand.
     async fn close_breaker(

@@ -65,12 +65,24 @@ async fn list_audit(
     ))
 }
 
+/// The header naming the stores whose breakers are missing from the list (the
+/// approvals database apart and out): the body stays the plain list.
+pub const UNAVAILABLE_STORES_HEADER: &str = "herald-unavailable-stores";
+
 /// Every destination breaker (open and half-open first), `runs:read`.
 async fn list_breakers(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
-) -> Result<Json<Vec<BreakerView>>, ApiError> {
-    Ok(Json(state.destinations.breakers(viewer.as_ref()).await?))
+) -> Result<impl axum::response::IntoResponse, ApiError> {
+    let list = state.destinations.breakers(viewer.as_ref()).await?;
+    let mut headers = axum::http::HeaderMap::new();
+    if !list.unavailable.is_empty() {
+        let text = list.unavailable.join("; ").replace(['\r', '\n'], " ");
+        if let Ok(value) = axum::http::HeaderValue::from_str(&text) {
+            headers.insert(UNAVAILABLE_STORES_HEADER, value);
+        }
+    }
+    Ok((headers, Json::<Vec<BreakerView>>(list.breakers)))
 }
 
 /// The body of a manual close: the destination's origin as listed.

@@ -168,26 +168,15 @@ impl DeliveryService {
         Ok((events, unavailable))
     }
 
-    /// One part's read, or — when another part can still answer — a note that
-    /// its store is unavailable, so a page shows what it can and says what is
-    /// missing. With every part down (or one part only) the page fails as a whole.
+    /// One part's read, or a note that its store is unavailable
+    /// ([`super::partial_read`]).
     fn partial<T>(
         &self,
         part: &OutboxPart,
         read: Result<T, StoreError>,
         unavailable: &mut Vec<String>,
     ) -> Result<Option<T>, ServiceError> {
-        match read.map_err(ServiceError::from) {
-            Ok(value) => Ok(Some(value)),
-            Err(ServiceError::Unavailable(why)) if unavailable.len() + 1 < self.parts.len() => {
-                unavailable.push(format!(
-                    "the {} store is unavailable, so its rows are not shown: {why}",
-                    part.name
-                ));
-                Ok(None)
-            }
-            Err(err) => Err(err),
-        }
+        super::partial_read(part.name, read, unavailable, self.parts.len())
     }
 
     /// How many events of every part match `filter` (each counted up to the cap).

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use app::dto::{BreakerClosed, BreakerView};
+use app::dto::{BreakerClosed, BreakerList, BreakerView};
 
 use vocab::{Permission, Viewer};
 
-use super::{format_ms, require, ServiceError};
+use super::{format_ms, partial_read, require, ServiceError};
 use crate::outbox::destinations::open_first;
 use crate::store::ports::{BreakerRecord, DestinationStore, NewAuditEntry};
 use crate::store::SqlStore;
@@ -16,7 +16,7 @@ use crate::store::SqlStore;
 pub struct DestinationService {
     /// Every database holding breakers: the jobs store's, and the approvals
     /// database's when it is apart.
-    stores: Vec<Arc<dyn DestinationStore>>,
+    stores: Vec<(&'static str, Arc<dyn DestinationStore>)>,
     durable: bool,
 }
 
@@ -35,7 +35,7 @@ impl DestinationService {
     /// The breakers of `store` (the jobs store).
     pub fn for_store(store: &SqlStore) -> Self {
         DestinationService {
-            stores: vec![Arc::new(store.clone())],
+            stores: vec![("jobs", Arc::new(store.clone()))],
             durable: store.has_durable_outbox(),
         }
     }
@@ -43,17 +43,21 @@ impl DestinationService {
     /// Also the breakers of `store`, a database of its own (the approvals
     /// database apart): its senders open and close their breakers there.
     pub fn with_store(mut self, store: &SqlStore) -> Self {
-        self.stores.push(Arc::new(store.clone()));
+        self.stores.push(("approvals", Arc::new(store.clone())));
         self
     }
 
     /// Every store's breakers, one a destination: where two stores hold one for
     /// the same destination, the more open (then the more recent) stands for it.
-    async fn merged(&self) -> Result<Vec<BreakerRecord>, ServiceError> {
+    /// A store that cannot be read while another can is left out and named.
+    async fn merged(&self) -> Result<(Vec<BreakerRecord>, Vec<String>), ServiceError> {
         let mut by_destination: std::collections::HashMap<String, BreakerRecord> =
             std::collections::HashMap::new();
-        for store in &self.stores {
-            for row in store.breakers().await? {
+        let mut unavailable = Vec::new();
+        for (name, store) in &self.stores {
+            let read = store.breakers().await;
+            let rows = partial_read(name, read, &mut unavailable, self.stores.len())?;
+            for row in rows.unwrap_or_default() {
                 let replace = match by_destination.get(&row.destination) {
                     None => true,
                     Some(kept) => {
@@ -66,7 +70,7 @@ impl DestinationService {
                 }
             }
         }
-        Ok(by_destination.into_values().collect())
+        Ok((by_destination.into_values().collect(), unavailable))
     }
 
     fn available(&self) -> Result<(), ServiceError> {
@@ -80,16 +84,14 @@ impl DestinationService {
     }
 
     /// Every destination that has had a breaker, open and half-open ones first.
-    pub async fn breakers(
-        &self,
-        viewer: Option<&Viewer>,
-    ) -> Result<Vec<BreakerView>, ServiceError> {
+    pub async fn breakers(&self, viewer: Option<&Viewer>) -> Result<BreakerList, ServiceError> {
         require(viewer, Permission::RunsRead)?;
         self.available()?;
-        Ok(open_first(self.merged().await?)
-            .into_iter()
-            .map(view)
-            .collect())
+        let (records, unavailable) = self.merged().await?;
+        Ok(BreakerList {
+            breakers: open_first(records).into_iter().map(view).collect(),
+            unavailable,
+        })
     }
 
     /// Closes a destination's breaker by hand: its waiting events are due now.
@@ -100,7 +102,7 @@ impl DestinationService {
     ) -> Result<BreakerClosed, ServiceError> {
         let viewer = require(viewer, Permission::RunsWrite)?;
         self.available()?;
-        let known = self.merged().await?;
+        let (known, _) = self.merged().await?;
         let Some(record) = known.iter().find(|r| r.destination == destination) else {
             return Err(ServiceError::NotFound(format!(
                 "breaker of destination {destination:?}"
@@ -116,9 +118,14 @@ impl DestinationService {
             affected: 0,
         };
         // Closed in every store that holds it open, each close audited there.
+        // A store that cannot be reached while another can keeps its breaker; the
+        // panel names it until it answers again.
         let mut closed: Option<(String, u64)> = None;
-        for store in &self.stores {
-            if let Some((from, released)) = store.close_breaker(destination, Some(&audit)).await? {
+        let mut unavailable = Vec::new();
+        for (name, store) in &self.stores {
+            let close = store.close_breaker(destination, Some(&audit)).await;
+            let close = partial_read(name, close, &mut unavailable, self.stores.len())?;
+            if let Some((from, released)) = close.flatten() {
                 let (state, total) = closed.get_or_insert((from.clone(), 0));
                 if severity(&from) > severity(state) {
                     *state = from;

@@ -63,6 +63,29 @@ pub enum ServiceError {
     Internal(String),
 }
 
+/// One store's part of a page read from several stores (the approvals database
+/// apart): its rows, or — when another store can still answer — `None` and a
+/// note naming it, so the page shows what it can and says what is missing. With
+/// every store down (or one store only) the read fails as a whole. `unavailable`
+/// holds the notes so far; `stores` is how many stores the page reads.
+pub(crate) fn partial_read<T>(
+    store: &str,
+    read: Result<T, StoreError>,
+    unavailable: &mut Vec<String>,
+    stores: usize,
+) -> Result<Option<T>, ServiceError> {
+    match read.map_err(ServiceError::from) {
+        Ok(value) => Ok(Some(value)),
+        Err(ServiceError::Unavailable(why)) if unavailable.len() + 1 < stores => {
+            unavailable.push(format!(
+                "the {store} store is unavailable, so its rows are not shown: {why}"
+            ));
+            Ok(None)
+        }
+        Err(err) => Err(err),
+    }
+}
+
 impl From<StoreError> for ServiceError {
     fn from(err: StoreError) -> Self {
         match err {

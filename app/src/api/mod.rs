@@ -12,7 +12,7 @@ use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
 use serde::{Deserialize, Serialize};
 
 use crate::dto::{
-    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
+    AuditPage, BreakerClosed, BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
     DeliveryQuery, DeliveryView, RetryCommand, RunPage, RunView, Viewer,
 };
 #[cfg(feature = "ssr")]
@@ -220,7 +220,7 @@ pub async fn bulk_retry(
 
 /// Destination circuit breakers (issue 10), open and half-open first.
 #[server(prefix = "/console-api", endpoint = "breakers")]
-pub async fn destination_breakers() -> Result<Vec<BreakerView>, Failure> {
+pub async fn destination_breakers() -> Result<BreakerList, Failure> {
     let viewer = server::viewer();
     server::port()?
         .breakers(viewer.as_ref())

@@ -18,6 +18,15 @@ pub struct BreakerView {
     pub probe_at: Option<String>,
 }
 
+/// The breaker panel: every destination's breaker, and the stores whose
+/// breakers could not be read (the approvals database apart and out).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BreakerList {
+    pub breakers: Vec<BreakerView>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<String>,
+}
+
 /// What a manual close did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BreakerClosed {

@@ -17,7 +17,7 @@ pub use approvals::{
     TimelineEntry,
 };
 pub use audit::{AuditEntry, AuditPage};
-pub use breakers::{BreakerClosed, BreakerView};
+pub use breakers::{BreakerClosed, BreakerList, BreakerView};
 pub use deliveries::{
     AttemptView, BulkOutcome, BulkPreview, DeliveryCounts, DeliveryDetail, DeliveryPage,
     DeliveryQuery, DeliveryView, RetryCommand,

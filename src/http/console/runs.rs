@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 
 use app::dto::{
-    AuditPage, BreakerClosed, BreakerView, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
+    AuditPage, BreakerClosed, BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
     DeliveryQuery, DeliveryView, RetryCommand, RunPage, RunQuery, RunView,
 };
 
@@ -140,7 +140,7 @@ impl ConsolePort for Console {
             .map_err(console_error)
     }
 
-    async fn breakers(&self, viewer: Option<&Viewer>) -> Result<Vec<BreakerView>, ConsoleError> {
+    async fn breakers(&self, viewer: Option<&Viewer>) -> Result<BreakerList, ConsoleError> {
         self.destinations()?
             .breakers(viewer)
             .await

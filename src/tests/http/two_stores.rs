@@ -233,7 +233,8 @@ async fn breakers_of_both_stores_show_and_close_where_they_live() {
 
     let operator = server.session(Role::Operator).await;
     let listed = form_call(&operator, &server, "/console-api/breakers", &[]).await;
-    let rows = listed.as_array().unwrap();
+    let rows = listed["breakers"].as_array().unwrap();
+    assert!(listed.get("unavailable").is_none(), "{listed}");
     let state_of = |destination: &str| {
         rows.iter()
             .filter(|r| r["destination"] == destination)

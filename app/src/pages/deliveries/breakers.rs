@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 
 use crate::api::{close_destination_breaker, destination_breakers};
-use crate::components::poll_while_visible;
+use crate::components::{poll_while_visible, StoresUnavailable};
 use crate::dto::BreakerView;
 use crate::format::display_time;
 
@@ -23,13 +23,14 @@ pub fn BreakerPanel(may_close: bool) -> impl IntoView {
         <Transition fallback=|| ()>
             {move || Suspend::new(async move {
                 // Readers without the permission, or a store without an outbox, see no panel.
-                let open: Vec<BreakerView> = breakers
-                    .await
-                    .unwrap_or_default()
+                let list = breakers.await.unwrap_or_default();
+                let unavailable = list.unavailable;
+                let open: Vec<BreakerView> = list
+                    .breakers
                     .into_iter()
                     .filter(|b| b.state != "closed")
                     .collect();
-                (!open.is_empty()).then(|| view! {
+                let panel = (!open.is_empty()).then(|| view! {
                     <section class="panel breakers" aria-labelledby="breakers-title" data-testid="breakers">
                         <h2 id="breakers-title">"Resting destinations"</h2>
                         <p class="muted">"These destinations failed repeatedly. Their deliveries wait for a probe and spend no attempts meanwhile."</p>
@@ -57,7 +58,8 @@ pub fn BreakerPanel(may_close: bool) -> impl IntoView {
                         </ul>
                         {move || close.value().get().and_then(|r| r.err()).map(|f| view! { <p class="alert error">{f.message}</p> })}
                     </section>
-                })
+                });
+                view! { <StoresUnavailable unavailable /> {panel} }
             })}
         </Transition>
     }
