@@ -141,7 +141,8 @@ pub async fn run(
         deliveries.clone(),
         settings.max_result_bytes,
     )
-    .with_run_approvals(Arc::new(approvals_source.store.clone()));
+    .with_run_approvals(Arc::new(approvals_source.store.clone()))
+    .with_idempotency_keys(Arc::new(store.clone()));
     if !store.has_durable_outbox() {
         runs = runs.with_best_effort(BestEffortSender::new(jobs.registry.clone()));
     }

@@ -78,6 +78,14 @@ impl From<ServiceError> for ApiError {
                 field: Some(field),
                 ..ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
             },
+            ServiceError::KeyReused { .. } => ApiError {
+                field: Some("Idempotency-Key"),
+                ..ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "idempotency_key_reused",
+                    message,
+                )
+            },
             ServiceError::Throttled => {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "throttled", message)
             }

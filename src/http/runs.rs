@@ -2,7 +2,8 @@
 //! run's deliveries.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
@@ -14,6 +15,7 @@ use vocab::{DeliveryFilter, RunStatus};
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery, MaybeViewer};
 use super::state::AppState;
+use crate::service::idempotency::IdempotencyKey;
 use crate::service::runs::{
     BatchTransitions, CreateRun, RunDetail, TransitionRequest, TransitionResponse,
 };
@@ -30,13 +32,29 @@ pub fn router() -> Router<AppState> {
         })
 }
 
+/// `POST /api/v1/runs`; with an `Idempotency-Key` header, a repeat of the
+/// request gets the original answer (`Idempotent-Replayed: true`) and creates
+/// nothing.
 async fn create_run(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<CreateRun>,
-) -> Result<(StatusCode, Json<RunDetail>), ApiError> {
-    let run = state.runs.create(viewer.as_ref(), body).await?;
-    Ok((StatusCode::CREATED, Json(run)))
+) -> Result<Response, ApiError> {
+    let Some(key) = headers.get("idempotency-key") else {
+        let run = state.runs.create(viewer.as_ref(), body).await?;
+        return Ok((StatusCode::CREATED, Json(run)).into_response());
+    };
+    let key = IdempotencyKey::parse(key.to_str().unwrap_or("\u{0}"))?;
+    let answered = state.runs.create_once(viewer.as_ref(), body, &key).await?;
+    let status = StatusCode::from_u16(answered.status).unwrap_or(StatusCode::CREATED);
+    let mut response = (status, Json(answered.body)).into_response();
+    if answered.replayed {
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    Ok(response)
 }
 
 async fn get_run(

@@ -7,6 +7,7 @@ pub mod creations;
 pub mod deliveries;
 pub mod destinations;
 pub mod error_class;
+pub mod idempotency;
 pub mod records;
 pub mod run_approvals;
 pub mod runs;
@@ -55,6 +56,9 @@ pub enum ServiceError {
         field: &'static str,
         message: String,
     },
+    /// An idempotency key sent again with another request (issue 21).
+    #[error("Idempotency-Key {key:?} was first sent with another request; a key names one request, so send a new key for this one")]
+    KeyReused { key: String },
     #[error("too many failed sign-in attempts; try again later")]
     Throttled,
     #[error("invalid username or password")]

@@ -9,15 +9,21 @@ use vocab::{Permission, RunStatus, Viewer};
 
 use super::creations::{CreationOutcome, CreationWriter};
 use super::deliveries::DeliveryService;
+use super::idempotency::{replay, request_hash, Answered, IdempotencyKey};
 use super::run_approvals::ApprovalRequests;
 use super::transitions::{Moved, TransitionItem, TransitionOutcome, TransitionWriter};
 use super::{format_ms, parse_instant, require, ServiceError};
 use crate::batcher::Batcher;
 use crate::jobs::JobsPlanner;
 use crate::outbox::best_effort::BestEffortSender;
+use crate::outbox::test_pause::TestPause;
 use crate::outbox::Outbox;
 use crate::routes::validate_url;
-use crate::store::ports::{ApprovalRepository, NewRun, Run, RunFilter, RunRepository};
+use crate::store::ports::{
+    ApprovalRepository, IdempotencyKeys, KeyClaim, NewRun, Run, RunFilter, RunRepository,
+    StoredAnswer,
+};
+use crate::store::StoreError;
 use vocab::run_approvals::ApprovalAsk;
 
 pub const MAX_RUN_TYPE_LEN: usize = 64;
@@ -26,7 +32,7 @@ pub const MAX_TENANT_LEN: usize = 128;
 pub const MAX_ROUTES_LEN: usize = 2048;
 
 /// The body of `POST /api/v1/runs`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRun {
     #[serde(rename = "type")]
@@ -120,7 +126,15 @@ pub struct RunService {
     creations: Arc<OnceLock<Batcher<NewRun, CreationOutcome>>>,
     /// Moves that ask for an approval; none: refused (no approvals store wired).
     approval_requests: Option<ApprovalRequests>,
+    /// Creates sent with an `Idempotency-Key`; none: such a create is refused.
+    keys: Option<Arc<dyn IdempotencyKeys>>,
+    /// Test-only (`CREATE_PAUSE_ENV`): a pause after a keyed create commits.
+    create_pause: Arc<Option<TestPause>>,
 }
+
+/// Test-only (`outbox::test_pause`): `committed` pauses a create under an
+/// idempotency key after its commit, before its answer (a lost answer).
+pub const CREATE_PAUSE_ENV: &str = "HERALD_TEST_PAUSE_CREATE";
 
 impl RunService {
     /// `repo` and `outbox` must be the same (jobs) store: a transition and its events
@@ -142,7 +156,16 @@ impl RunService {
             transitions: Arc::new(OnceLock::new()),
             creations: Arc::new(OnceLock::new()),
             approval_requests: None,
+            keys: None,
+            create_pause: Arc::new(TestPause::from_env(CREATE_PAUSE_ENV)),
         }
+    }
+
+    /// Lets creates carry an `Idempotency-Key`, kept in `keys` (the jobs store:
+    /// the key commits with the run).
+    pub fn with_idempotency_keys(mut self, keys: Arc<dyn IdempotencyKeys>) -> Self {
+        self.keys = Some(keys);
+        self
     }
 
     /// Lets runs ask for approval on the definitions of `definitions` (the
@@ -362,13 +385,7 @@ impl RunService {
         input: CreateRun,
     ) -> Result<RunDetail, ServiceError> {
         let viewer = require(viewer, Permission::RunsWrite)?;
-        let new_run = validate_new_run(input)?;
-        if let Some(unknown) = new_run.routes.iter().find(|r| !self.planner.has_route(r)) {
-            return Err(ServiceError::invalid(
-                "routes",
-                format!("no delivery route is named {unknown:?}"),
-            ));
-        }
+        let new_run = self.checked(input)?;
         // Batched with concurrent creations: one write unit for many.
         let run = self
             .creations()
@@ -377,6 +394,78 @@ impl RunService {
             .map_err(|lost| ServiceError::Internal(lost.to_string()))??;
         tracing::info!(run_id = %run.id, run_type = %run.run_type, by = %viewer.name, "run created");
         Ok(detail(run, viewer))
+    }
+
+    /// [`RunService::create`] under an idempotency key: the run and the key's
+    /// answer commit together, and a repeat of the request (the answer lost, or a
+    /// concurrent twin) gets the original answer and creates nothing.
+    pub async fn create_once(
+        &self,
+        viewer: Option<&Viewer>,
+        input: CreateRun,
+        key: &IdempotencyKey,
+    ) -> Result<Answered, ServiceError> {
+        const OPERATION: &str = "create_run";
+        let viewer = require(viewer, Permission::RunsWrite)?.clone();
+        let Some(keys) = self.keys.clone() else {
+            return Err(ServiceError::CapabilityUnavailable(
+                "idempotency keys are not kept on this server".into(),
+            ));
+        };
+        let hash = request_hash(&input);
+        let repeat_hash = hash.clone();
+        if let Some(stored) = keys.key_answer(&viewer.name, key.as_str()).await? {
+            return replay(key, OPERATION, &hash, stored);
+        }
+        let new_run = self.checked(input)?;
+        let repo = self.repo.clone();
+        let (principal, key_text) = (viewer.name.clone(), key.as_str().to_string());
+        let answered: Result<(Run, String), StoredAnswer> = self
+            .outbox
+            .units()
+            .run(move |tx| {
+                Box::pin(async move {
+                    let claim = keys
+                        .claim_key_in(tx, &principal, &key_text, OPERATION, &hash)
+                        .await?;
+                    if let KeyClaim::Taken(stored) = claim {
+                        return Ok::<_, StoreError>(Err(stored));
+                    }
+                    let run = repo.create_run_in(tx, new_run).await?;
+                    let body = serde_json::to_string(&detail(run.clone(), &viewer))
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    keys.answer_key_in(tx, &principal, &key_text, 201, &body)
+                        .await?;
+                    Ok(Ok((run, body)))
+                })
+            })
+            .await?;
+        match answered {
+            Ok((run, body)) => {
+                tracing::info!(run_id = %run.id, run_type = %run.run_type, "run created under an idempotency key");
+                TestPause::at(&self.create_pause, "committed").await;
+                Ok(Answered {
+                    status: 201,
+                    body: serde_json::from_str(&body)
+                        .map_err(|e| ServiceError::Internal(e.to_string()))?,
+                    replayed: false,
+                })
+            }
+            // A twin committed first: its answer, if it was this same request.
+            Err(stored) => replay(key, OPERATION, &repeat_hash, stored),
+        }
+    }
+
+    /// A create's input, validated, its routes known.
+    fn checked(&self, input: CreateRun) -> Result<NewRun, ServiceError> {
+        let new_run = validate_new_run(input)?;
+        if let Some(unknown) = new_run.routes.iter().find(|r| !self.planner.has_route(r)) {
+            return Err(ServiceError::invalid(
+                "routes",
+                format!("no delivery route is named {unknown:?}"),
+            ));
+        }
+        Ok(new_run)
     }
 
     pub async fn get(&self, viewer: Option<&Viewer>, id: &str) -> Result<RunDetail, ServiceError> {

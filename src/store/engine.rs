@@ -418,6 +418,7 @@ mod pinned_migrations {
         (Engine::Sqlite, 8, "30b9d34475dd565db2c55c9e90dfdeec1129ce0912a4380863e6ae8ebdbc793df84878b0a83c7be958c661c561fc17b4"),
         (Engine::Sqlite, 9, "dcc565c6c3624b1f66cfb19973958b90967d7a9e37134ce792f466f3b2af6731a918d8026479b52589bac2efcc1bc0ff"),
         (Engine::Sqlite, 10, "54381a98f2a894f8834200718bd670be5f0814a04686c076ebd3845df004c94a9f55ac2f996f36aee37582d9c831efaf"),
+        (Engine::Sqlite, 11, "52975c10f6bee67e31bc0b2843718610908d6c325960699f8c14b370d343cd8b9bc7a93ac2e698e936159f85fdfa0d13"),
         (Engine::Postgres, 1, "f07585c35a521d00a45214b194364358f69879bb7bfa502a533ad9bbf5a5f98b52c10a41682a18bdc6e8782e4d99e36b"),
         (Engine::Postgres, 2, "6b169987ccf09ab76f29de6c8b135d75ab34dc117ea759e397bdaa4983aa49244bee3d2b74b4025d3bf69761fddf349f"),
         (Engine::Postgres, 3, "3018f744ab9ce54b043f18a1fd895d652cd7ba7bbe2196decc4ee7535cc204e04f9a2a6d3bc471cd6637c3e8c3ea7b91"),
@@ -427,6 +428,7 @@ mod pinned_migrations {
         (Engine::Postgres, 8, "5f0f78da755c9f0e65b48502d4aaf1e7ced4f03b647ffe033850fda8be5b4a5d73037f2a31c9c7bf03b384cc74884d97"),
         (Engine::Postgres, 9, "36b077d111b6a2bf344864d4423d1d459fdc7cf34d634d0350264ed2c2d5a3680652b18f84eac440a084d4bfc29b2635"),
         (Engine::Postgres, 10, "54381a98f2a894f8834200718bd670be5f0814a04686c076ebd3845df004c94a9f55ac2f996f36aee37582d9c831efaf"),
+        (Engine::Postgres, 11, "52975c10f6bee67e31bc0b2843718610908d6c325960699f8c14b370d343cd8b9bc7a93ac2e698e936159f85fdfa0d13"),
         (Engine::MySql, 1, "1b581b8b02aa611a72b4e888aeef4dd44a7869630da4fa86cde52e817119c185a7e01de3ff2298b326134abdec30d1ec"),
         (Engine::MySql, 2, "b25ae144b43823f1198c00f86305ec54ac8eb18e0c2f0649c1ebbc4823ba181d67278967b56fa6af3fa4971365d7b6ce"),
         (Engine::MySql, 3, "067caa0ce8b2d63ada14b3d417c7bc98e8ee38ee13f80ffae457fb8b12c78234fe4957fb8ab6ca5e428b7462c7798ef4"),
@@ -435,6 +437,7 @@ mod pinned_migrations {
         (Engine::MySql, 8, "8c8d9a5787bca9e33b15b00ced0a98f3cfb59761cf0b99c0a10f9c771b0f1dc3d0b39d3bff80c02bbb13a22b54f0c534"),
         (Engine::MySql, 9, "29b8da10d6c0bd656891e6b1aaf54ebd2dfe4352686443deb2b8910d4b57e37648559b9e27a8cba5a7a6cc88231aab7d"),
         (Engine::MySql, 10, "54381a98f2a894f8834200718bd670be5f0814a04686c076ebd3845df004c94a9f55ac2f996f36aee37582d9c831efaf"),
+        (Engine::MySql, 11, "65bf5270986abbdb4c754879d610cd8b03399d90c94a17fb003bed780bdbecd880fefce26ea4d22318958ed2e78fd4c0"),
     ];
 
     #[test]

@@ -11,6 +11,7 @@ mod error;
 pub mod events;
 mod fault;
 pub mod group_commit;
+mod idempotency;
 mod outbox;
 pub mod ports;
 mod records;

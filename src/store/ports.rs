@@ -94,6 +94,57 @@ pub trait TokenRepository: Send + Sync {
     async fn token_by_hash(&self, secret_hash: &str) -> Result<Option<ApiToken>, StoreError>;
 }
 
+/// What an idempotency key holds: the request it was first sent with and, once
+/// that request's effect committed, its answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredAnswer {
+    /// Which create it keys (`create_run`, …): one key is one operation.
+    pub operation: String,
+    /// SHA-256 of the first request's body, hex.
+    pub request_hash: String,
+    pub status: Option<u16>,
+    pub body: Option<String>,
+}
+
+/// What claiming a key inside a write transaction found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyClaim {
+    /// The key is this transaction's: make the effect, then answer it.
+    Fresh,
+    /// An earlier request holds it (committed before this one could claim it).
+    Taken(StoredAnswer),
+}
+
+/// Idempotency keys of creates (issue 21), per principal.
+#[async_trait]
+pub trait IdempotencyKeys: Send + Sync {
+    /// Claims `key` for `principal` inside `tx` (insert-if-absent, then read under
+    /// the row's lock: a concurrent twin waits for the first to commit).
+    async fn claim_key_in(
+        &self,
+        tx: &mut WriteTx,
+        principal: &str,
+        key: &str,
+        operation: &str,
+        request_hash: &str,
+    ) -> Result<KeyClaim, StoreError>;
+    /// Records the answer of a fresh claim inside the effect's transaction.
+    async fn answer_key_in(
+        &self,
+        tx: &mut WriteTx,
+        principal: &str,
+        key: &str,
+        status: u16,
+        body: &str,
+    ) -> Result<(), StoreError>;
+    /// A committed key's answer, read outside any transaction.
+    async fn key_answer(
+        &self,
+        principal: &str,
+        key: &str,
+    ) -> Result<Option<StoredAnswer>, StoreError>;
+}
+
 #[async_trait]
 pub trait RunRepository: Send + Sync {
     async fn create_run(&self, run: NewRun) -> Result<Run, StoreError>;

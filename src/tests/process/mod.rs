@@ -9,6 +9,7 @@ mod cli;
 mod crash;
 mod delivery;
 mod group_crash;
+mod idempotency_crash;
 mod isolation;
 mod multi_node;
 mod run_approvals_crash;
