@@ -131,13 +131,25 @@ async fn get_approval(
     Ok(Json(state.approvals.get(viewer.as_ref(), &id).await?))
 }
 
+/// `POST /api/v1/approvals`; with an `Idempotency-Key`, a repeat gets the
+/// original answer and submits nothing.
 async fn submit(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
+    headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<SubmitRequest>,
-) -> Result<(StatusCode, Json<ApprovalView>), ApiError> {
-    let approval = state.approvals.submit(viewer.as_ref(), body).await?;
-    Ok((StatusCode::CREATED, Json(approval)))
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let Some(key) = super::idempotency::key_of(&headers)? else {
+        let approval = state.approvals.submit(viewer.as_ref(), body).await?;
+        return Ok((StatusCode::CREATED, Json(approval)).into_response());
+    };
+    Ok(super::idempotency::respond(
+        state
+            .approvals
+            .submit_once(viewer.as_ref(), body, &key)
+            .await?,
+    ))
 }
 
 async fn approve(

@@ -11,6 +11,7 @@ mod deliveries;
 mod error;
 mod extract;
 mod health;
+mod idempotency;
 mod runs;
 mod state;
 

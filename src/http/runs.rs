@@ -2,7 +2,7 @@
 //! run's deliveries.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -14,8 +14,8 @@ use vocab::{DeliveryFilter, RunStatus};
 
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery, MaybeViewer};
+use super::idempotency::{key_of, respond};
 use super::state::AppState;
-use crate::service::idempotency::IdempotencyKey;
 use crate::service::runs::{
     BatchTransitions, CreateRun, RunDetail, TransitionRequest, TransitionResponse,
 };
@@ -41,20 +41,13 @@ async fn create_run(
     headers: HeaderMap,
     ApiJson(body): ApiJson<CreateRun>,
 ) -> Result<Response, ApiError> {
-    let Some(key) = headers.get("idempotency-key") else {
+    let Some(key) = key_of(&headers)? else {
         let run = state.runs.create(viewer.as_ref(), body).await?;
         return Ok((StatusCode::CREATED, Json(run)).into_response());
     };
-    let key = IdempotencyKey::parse(key.to_str().unwrap_or("\u{0}"))?;
-    let answered = state.runs.create_once(viewer.as_ref(), body, &key).await?;
-    let status = StatusCode::from_u16(answered.status).unwrap_or(StatusCode::CREATED);
-    let mut response = (status, Json(answered.body)).into_response();
-    if answered.replayed {
-        response
-            .headers_mut()
-            .insert("idempotent-replayed", HeaderValue::from_static("true"));
-    }
-    Ok(response)
+    Ok(respond(
+        state.runs.create_once(viewer.as_ref(), body, &key).await?,
+    ))
 }
 
 async fn get_run(

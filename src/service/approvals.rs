@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use vocab::{Permission, Role, Viewer};
 
 use super::error_class::redact;
+use super::idempotency::{Answered, IdempotencyKey, Keyed};
 use super::{format_ms, require, ServiceError};
 use crate::approvals::model::{
     kinds, Action, ActorSnapshot, Definition, DefinitionSpec, FrozenTarget, Instance,
@@ -26,7 +27,7 @@ use crate::store::StatusCount;
 use vocab::run_approvals::RunDecision;
 
 /// The body of `POST /api/v1/approvals`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
     pub definition_id: String,
@@ -97,6 +98,12 @@ pub struct FailedReplay {
     /// The frozen instructions; only with `data:read`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload: Option<serde_json::Value>,
+}
+
+/// What a submit made: its view, or (under a key) its answer.
+enum Submitted {
+    New(Box<ApprovalView>),
+    Answered(Answered),
 }
 
 #[derive(Clone)]
@@ -307,6 +314,42 @@ impl ApprovalService {
         viewer: Option<&Viewer>,
         request: SubmitRequest,
     ) -> Result<ApprovalView, ServiceError> {
+        match self.submit_keyed(viewer, request, None).await? {
+            Submitted::New(view) => Ok(*view),
+            Submitted::Answered(_) => Err(ServiceError::Internal(
+                "an unkeyed submit was answered from a key".into(),
+            )),
+        }
+    }
+
+    /// [`ApprovalService::submit`] under an idempotency key: the approval and the
+    /// key's answer commit together; a repeat gets the original answer and opens
+    /// nothing (a second approval of the record would be `409` instead).
+    pub async fn submit_once(
+        &self,
+        viewer: Option<&Viewer>,
+        request: SubmitRequest,
+        key: &IdempotencyKey,
+    ) -> Result<Answered, ServiceError> {
+        let who = require(viewer, Permission::ApprovalsSubmit)?;
+        let keyed = Keyed::new(&who.name, key, "submit_approval", &request);
+        if let Some(earlier) = keyed.earlier(&*self.store).await? {
+            return Ok(earlier);
+        }
+        match self.submit_keyed(viewer, request, Some(&keyed)).await? {
+            Submitted::Answered(answered) => Ok(answered),
+            Submitted::New(_) => Err(ServiceError::Internal(
+                "a keyed submit was not answered".into(),
+            )),
+        }
+    }
+
+    async fn submit_keyed(
+        &self,
+        viewer: Option<&Viewer>,
+        request: SubmitRequest,
+        keyed: Option<&Keyed>,
+    ) -> Result<Submitted, ServiceError> {
         let viewer = require(viewer, Permission::ApprovalsSubmit)?;
         let definition = self
             .store
@@ -328,6 +371,11 @@ impl ApprovalService {
             ));
         }
         let mut tx = self.store.begin_write().await?;
+        if let Some(keyed) = keyed {
+            if let Some(twin) = keyed.claim_in(&*self.store, &mut tx).await? {
+                return Ok(Submitted::Answered(twin));
+            }
+        }
         let record = self
             .store
             .lock_record(&mut tx, &request.record_id)
@@ -376,9 +424,22 @@ impl ApprovalService {
             LifecycleEvent::Submit,
             &viewer.name,
         ));
-        let ids = self.commit(tx, &events).await?;
-        tracing::info!(approval_id = %instance.id, definition = %definition.id, by = %viewer.name, "approval submitted");
-        Ok(view(instance, ids))
+        let ids: Vec<String> = events.iter().map(|e| e.event_id.clone()).collect();
+        let submitted = view(instance, ids);
+        let answered = match keyed {
+            Some(keyed) => Some(
+                keyed
+                    .answer_in(&*self.store, &mut tx, 201, &submitted)
+                    .await?,
+            ),
+            None => None,
+        };
+        self.commit(tx, &events).await?;
+        tracing::info!(approval_id = %submitted.id, definition = %definition.id, by = %viewer.name, "approval submitted");
+        Ok(match answered {
+            Some(answered) => Submitted::Answered(answered),
+            None => Submitted::New(Box::new(submitted)),
+        })
     }
 
     pub async fn approve(

@@ -8,7 +8,7 @@
 use sha2::{Digest, Sha256};
 
 use super::ServiceError;
-use crate::store::ports::StoredAnswer;
+use crate::store::ports::{IdempotencyKeys, KeyClaim, StoredAnswer, WriteTx};
 
 /// The longest key accepted (Stripe's limit).
 pub const MAX_KEY_LEN: usize = 255;
@@ -78,6 +78,92 @@ pub fn replay(
             "idempotency key {:?} has no answer",
             key.as_str()
         ))),
+    }
+}
+
+/// One keyed request of one principal: the steps every keyed create takes, in
+/// this order — [`Keyed::earlier`] before its transaction (a committed repeat is
+/// answered without writing), then inside the effect's transaction
+/// [`Keyed::claim_in`] before the effect and [`Keyed::answer_in`] after it.
+pub struct Keyed {
+    pub principal: String,
+    pub key: IdempotencyKey,
+    pub operation: &'static str,
+    pub hash: String,
+}
+
+impl Keyed {
+    pub fn new<T: serde::Serialize>(
+        principal: &str,
+        key: &IdempotencyKey,
+        operation: &'static str,
+        request: &T,
+    ) -> Keyed {
+        Keyed {
+            principal: principal.to_string(),
+            key: key.clone(),
+            operation,
+            hash: request_hash(request),
+        }
+    }
+
+    /// The answer of an earlier request with this key, if one committed.
+    pub async fn earlier(
+        &self,
+        keys: &dyn IdempotencyKeys,
+    ) -> Result<Option<Answered>, ServiceError> {
+        match keys.key_answer(&self.principal, self.key.as_str()).await? {
+            Some(stored) => replay(&self.key, self.operation, &self.hash, stored).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Claims the key in `tx`: `None` if it is this request's (make the effect),
+    /// or the answer of a twin that committed first.
+    pub async fn claim_in(
+        &self,
+        keys: &dyn IdempotencyKeys,
+        tx: &mut WriteTx,
+    ) -> Result<Option<Answered>, ServiceError> {
+        let claim = keys
+            .claim_key_in(
+                tx,
+                &self.principal,
+                self.key.as_str(),
+                self.operation,
+                &self.hash,
+            )
+            .await?;
+        match claim {
+            KeyClaim::Fresh => Ok(None),
+            KeyClaim::Taken(stored) => {
+                replay(&self.key, self.operation, &self.hash, stored).map(Some)
+            }
+        }
+    }
+
+    /// Records `body` with `status` as the key's answer, in the effect's `tx`.
+    pub async fn answer_in<T: serde::Serialize>(
+        &self,
+        keys: &dyn IdempotencyKeys,
+        tx: &mut WriteTx,
+        status: u16,
+        body: &T,
+    ) -> Result<Answered, ServiceError> {
+        let body = serde_json::to_value(body).map_err(|e| ServiceError::Internal(e.to_string()))?;
+        keys.answer_key_in(
+            tx,
+            &self.principal,
+            self.key.as_str(),
+            status,
+            &body.to_string(),
+        )
+        .await?;
+        Ok(Answered {
+            status,
+            body,
+            replayed: false,
+        })
     }
 }
 

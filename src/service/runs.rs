@@ -9,7 +9,7 @@ use vocab::{Permission, RunStatus, Viewer};
 
 use super::creations::{CreationOutcome, CreationWriter};
 use super::deliveries::DeliveryService;
-use super::idempotency::{replay, request_hash, Answered, IdempotencyKey};
+use super::idempotency::{Answered, IdempotencyKey, Keyed};
 use super::run_approvals::ApprovalRequests;
 use super::transitions::{Moved, TransitionItem, TransitionOutcome, TransitionWriter};
 use super::{format_ms, parse_instant, require, ServiceError};
@@ -20,10 +20,8 @@ use crate::outbox::test_pause::TestPause;
 use crate::outbox::Outbox;
 use crate::routes::validate_url;
 use crate::store::ports::{
-    ApprovalRepository, IdempotencyKeys, KeyClaim, NewRun, Run, RunFilter, RunRepository,
-    StoredAnswer,
+    ApprovalRepository, IdempotencyKeys, NewRun, Run, RunFilter, RunRepository,
 };
-use crate::store::StoreError;
 use vocab::run_approvals::ApprovalAsk;
 
 pub const MAX_RUN_TYPE_LEN: usize = 64;
@@ -405,55 +403,38 @@ impl RunService {
         input: CreateRun,
         key: &IdempotencyKey,
     ) -> Result<Answered, ServiceError> {
-        const OPERATION: &str = "create_run";
         let viewer = require(viewer, Permission::RunsWrite)?.clone();
         let Some(keys) = self.keys.clone() else {
             return Err(ServiceError::CapabilityUnavailable(
                 "idempotency keys are not kept on this server".into(),
             ));
         };
-        let hash = request_hash(&input);
-        let repeat_hash = hash.clone();
-        if let Some(stored) = keys.key_answer(&viewer.name, key.as_str()).await? {
-            return replay(key, OPERATION, &hash, stored);
+        let keyed = Keyed::new(&viewer.name, key, "create_run", &input);
+        if let Some(earlier) = keyed.earlier(&*keys).await? {
+            return Ok(earlier);
         }
         let new_run = self.checked(input)?;
         let repo = self.repo.clone();
-        let (principal, key_text) = (viewer.name.clone(), key.as_str().to_string());
-        let answered: Result<(Run, String), StoredAnswer> = self
+        let answered = self
             .outbox
             .units()
             .run(move |tx| {
                 Box::pin(async move {
-                    let claim = keys
-                        .claim_key_in(tx, &principal, &key_text, OPERATION, &hash)
-                        .await?;
-                    if let KeyClaim::Taken(stored) = claim {
-                        return Ok::<_, StoreError>(Err(stored));
+                    if let Some(twin) = keyed.claim_in(&*keys, tx).await? {
+                        return Ok::<_, ServiceError>(twin);
                     }
                     let run = repo.create_run_in(tx, new_run).await?;
-                    let body = serde_json::to_string(&detail(run.clone(), &viewer))
-                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                    keys.answer_key_in(tx, &principal, &key_text, 201, &body)
-                        .await?;
-                    Ok(Ok((run, body)))
+                    tracing::info!(run_id = %run.id, run_type = %run.run_type, by = %viewer.name, "run created under an idempotency key");
+                    keyed
+                        .answer_in(&*keys, tx, 201, &detail(run, &viewer))
+                        .await
                 })
             })
             .await?;
-        match answered {
-            Ok((run, body)) => {
-                tracing::info!(run_id = %run.id, run_type = %run.run_type, "run created under an idempotency key");
-                TestPause::at(&self.create_pause, "committed").await;
-                Ok(Answered {
-                    status: 201,
-                    body: serde_json::from_str(&body)
-                        .map_err(|e| ServiceError::Internal(e.to_string()))?,
-                    replayed: false,
-                })
-            }
-            // A twin committed first: its answer, if it was this same request.
-            Err(stored) => replay(key, OPERATION, &repeat_hash, stored),
+        if !answered.replayed {
+            TestPause::at(&self.create_pause, "committed").await;
         }
+        Ok(answered)
     }
 
     /// A create's input, validated, its routes known.

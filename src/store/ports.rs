@@ -674,8 +674,11 @@ pub trait RecordRepository: Transactions {
 
 /// Everything the approvals source asks of its store.
 pub trait ApprovalsStore:
-    ApprovalRepository + ApprovalEvents + RecordRepository + OutboxStore
+    ApprovalRepository + ApprovalEvents + RecordRepository + OutboxStore + IdempotencyKeys
 {
 }
 
-impl<S: ApprovalRepository + ApprovalEvents + RecordRepository + OutboxStore> ApprovalsStore for S {}
+impl<S: ApprovalRepository + ApprovalEvents + RecordRepository + OutboxStore + IdempotencyKeys>
+    ApprovalsStore for S
+{
+}

@@ -130,3 +130,73 @@ async fn keyed_creates_happen_once(engine: Engine) {
     }
     server.stop().await;
 }
+
+/// A submit whose answer was lost, sent again with its key, gets the original
+/// approval (without the key it would be `409`: the record already has one); the
+/// key commits in the approvals database, apart from the jobs store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_keyed_submit_to_an_approvals_database_apart_happens_once() {
+    let receiver = testkit::Receiver::start().await;
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        config.path(),
+        testkit::run_approvals::config_text(&receiver, "env:UNUSED"),
+    )
+    .unwrap();
+    let approvals_db = TestDb::new(Engine::MySql).await;
+    let (path, approvals_url) = (config.path().to_path_buf(), approvals_db.url.clone());
+    let server = TestServer::start_on(TestDb::new(Engine::Postgres).await, move |args| {
+        args.config = Some(path);
+        args.approvals_database_url = Some(approvals_url);
+    })
+    .await;
+    let token = api_token(&server.db.url, Role::Operator).await;
+    let client = reqwest::Client::new();
+    let record: Value = client
+        .post(server.url("/api/v1/records/Opportunity"))
+        .bearer_auth(&token)
+        .json(&json!({"fields": {"Name": "Big"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let submit = |key: Option<&str>, record_id: &str| {
+        let mut request = client
+            .post(server.url("/api/v1/approvals"))
+            .bearer_auth(&token)
+            .json(&json!({"definition_id": "deal", "record_id": record_id}));
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        request.send()
+    };
+    let id = record["id"].as_str().unwrap();
+    let first = submit(Some("submit-1"), id).await.unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first: Value = first.json().await.unwrap();
+    let again = submit(Some("submit-1"), id).await.unwrap();
+    assert_eq!(again.status(), StatusCode::CREATED);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.json::<Value>().await.unwrap(), first);
+    let unkeyed = submit(None, id).await.unwrap();
+    assert_eq!(
+        unkeyed.status(),
+        StatusCode::CONFLICT,
+        "the record has its approval"
+    );
+    let reused = submit(Some("submit-1"), "another-record").await.unwrap();
+    assert_eq!(reused.status(), StatusCode::UNPROCESSABLE_ENTITY);
+
+    let approvals = approvals_db.store().await;
+    let keys: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM idempotency_keys")
+        .fetch_one(approvals.pool())
+        .await
+        .unwrap();
+    assert_eq!(keys, 1, "the key lives with the approval");
+    approvals.close().await;
+    receiver.stop();
+    server.stop().await;
+    approvals_db.drop_db().await;
+}
