@@ -159,7 +159,8 @@ pub async fn run(
         runs,
         deliveries,
         destinations,
-        records: RecordService::new(approvals_source.store.clone()),
+        records: RecordService::new(approvals_source.store.clone())
+            .with_idempotency_keys(Arc::new(approvals_source.store.clone())),
         approvals: approvals.clone(),
         accounts,
         store: store.clone(),

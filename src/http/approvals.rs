@@ -63,14 +63,26 @@ async fn list_records(
     ))
 }
 
+/// `POST /api/v1/records/{object}`; with an `Idempotency-Key`, a repeat gets the
+/// original record and creates nothing.
 async fn create_record(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
     Path(object): Path<String>,
+    headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<RecordInput>,
-) -> Result<(StatusCode, Json<RecordView>), ApiError> {
-    let record = state.records.create(viewer.as_ref(), &object, body).await?;
-    Ok((StatusCode::CREATED, Json(record)))
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let Some(key) = super::idempotency::key_of(&headers)? else {
+        let record = state.records.create(viewer.as_ref(), &object, body).await?;
+        return Ok((StatusCode::CREATED, Json(record)).into_response());
+    };
+    Ok(super::idempotency::respond(
+        state
+            .records
+            .create_once(viewer.as_ref(), &object, body, &key)
+            .await?,
+    ))
 }
 
 async fn get_record(

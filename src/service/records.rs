@@ -7,10 +7,11 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use vocab::{Permission, Viewer};
 
+use super::idempotency::{Answered, IdempotencyKey, Keyed};
 use super::{format_ms, require, ServiceError};
 use crate::approvals::model::{is_system_object, valid_name};
-use crate::store::ports::RecordRepository;
-use crate::store::Record;
+use crate::store::ports::{IdempotencyKeys, RecordRepository};
+use crate::store::{Record, StoreError};
 
 pub const MAX_FIELDS_BYTES: usize = 64 * 1024;
 
@@ -26,7 +27,7 @@ pub struct RecordView {
 }
 
 /// The body of `POST /api/v1/records/{object}` and `PATCH …/{id}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordInput {
     pub fields: serde_json::Map<String, serde_json::Value>,
@@ -46,6 +47,8 @@ pub fn view(record: Record) -> RecordView {
 #[derive(Clone)]
 pub struct RecordService {
     store: Arc<dyn RecordRepository>,
+    /// Creates sent with an `Idempotency-Key` (the key commits with the record).
+    keys: Option<Arc<dyn IdempotencyKeys>>,
 }
 
 fn check_object(object: &str) -> Result<(), ServiceError> {
@@ -89,7 +92,14 @@ impl RecordService {
     pub fn new(store: impl RecordRepository + 'static) -> Self {
         RecordService {
             store: Arc::new(store),
+            keys: None,
         }
+    }
+
+    /// Lets creates carry an `Idempotency-Key`, kept in `keys` (the records' store).
+    pub fn with_idempotency_keys(mut self, keys: Arc<dyn IdempotencyKeys>) -> Self {
+        self.keys = Some(keys);
+        self
     }
 
     fn require_write<'v>(
@@ -129,6 +139,42 @@ impl RecordService {
         let record = self.store.create_record(object, &input.fields).await?;
         tracing::info!(record_id = %record.id, object, by = %viewer.name, "record created");
         Ok(view(record))
+    }
+
+    /// [`RecordService::create`] under an idempotency key: the record and the
+    /// key's answer commit together; a repeat gets the original record.
+    pub async fn create_once(
+        &self,
+        viewer: Option<&Viewer>,
+        object: &str,
+        input: RecordInput,
+        key: &IdempotencyKey,
+    ) -> Result<Answered, ServiceError> {
+        let viewer = Self::require_write(viewer, object)?;
+        check_fields(&input.fields)?;
+        let Some(keys) = &self.keys else {
+            return Err(ServiceError::CapabilityUnavailable(
+                "idempotency keys are not kept on this server".into(),
+            ));
+        };
+        let keyed = Keyed::new(&viewer.name, key, "create_record", &(object, &input));
+        if let Some(earlier) = keyed.earlier(&**keys).await? {
+            return Ok(earlier);
+        }
+        let mut tx = self.store.begin_write().await?;
+        if let Some(twin) = keyed.claim_in(&**keys, &mut tx).await? {
+            return Ok(twin);
+        }
+        let record = self
+            .store
+            .create_record_in(&mut tx, object, &input.fields)
+            .await?;
+        tracing::info!(record_id = %record.id, object, by = %viewer.name, "record created under an idempotency key");
+        let answered = keyed
+            .answer_in(&**keys, &mut tx, 201, &view(record))
+            .await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok(answered)
     }
 
     pub async fn get(

@@ -652,6 +652,14 @@ pub trait RecordRepository: Transactions {
         object: &str,
         fields: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<Record, StoreError>;
+    /// [`RecordRepository::create_record`] inside `tx` (with what else commits
+    /// with it: an idempotency key's answer).
+    async fn create_record_in(
+        &self,
+        tx: &mut WriteTx,
+        object: &str,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Record, StoreError>;
     async fn get_record(&self, id: &str) -> Result<Option<Record>, StoreError>;
     /// Reads a record inside `tx`, locking it until `tx` ends.
     async fn lock_record(&self, tx: &mut WriteTx, id: &str) -> Result<Option<Record>, StoreError>;

@@ -6,7 +6,7 @@ use sqlx::any::AnyRow;
 use sqlx::Any;
 
 use super::error::StoreError;
-use super::ports::{Record, RecordRepository, WriteTx};
+use super::ports::{Record, RecordRepository, Transactions, WriteTx};
 use super::row::{int, text};
 use super::sql::SqlStore;
 
@@ -63,6 +63,18 @@ impl RecordRepository for SqlStore {
         object: &str,
         fields: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<Record, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let record = self.create_record_in(&mut tx, object, fields).await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    async fn create_record_in(
+        &self,
+        tx: &mut WriteTx,
+        object: &str,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Record, StoreError> {
         let id = uuid::Uuid::now_v7().to_string();
         let now = self.engine.now_ms();
         let sql = format!(
@@ -73,9 +85,9 @@ impl RecordRepository for SqlStore {
             .bind(&id)
             .bind(object)
             .bind(fields_json(fields))
-            .execute(&self.pool)
+            .execute(&mut **tx)
             .await?;
-        self.get_record(&id)
+        self.lock_record(tx, &id)
             .await?
             .ok_or_else(|| StoreError::Corrupt("created record vanished".into()))
     }

@@ -122,6 +122,29 @@ async fn keyed_creates_happen_once(engine: Engine) {
     assert_eq!(ids.len(), 1, "{ids:?}");
     assert_eq!(runs_of(&server, "twins").await, 1);
 
+    // A record: created once, its repeat the original.
+    let record = |key: &'static str| {
+        reqwest::Client::new()
+            .post(server.url("/api/v1/records/Account"))
+            .bearer_auth(&token)
+            .header("Idempotency-Key", key)
+            .json(&json!({"fields": {"Name": "Acme once"}}))
+            .send()
+    };
+    let first = record("account-1").await.unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first: Value = first.json().await.unwrap();
+    let again = record("account-1").await.unwrap();
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.json::<Value>().await.unwrap()["id"], first["id"]);
+    let store = server.db.store().await;
+    let accounts: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM records WHERE object = 'Account'")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    store.close().await;
+    assert_eq!(accounts, 1);
+
     // A key that is not one.
     for bad in ["", "with space", &"k".repeat(256)] {
         let (status, _, answer) = create(&server, &token, bad, &body).await;
