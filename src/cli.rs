@@ -43,6 +43,20 @@ pub enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Check the files retention archived (retention.archive_dir)
+    Archive {
+        #[command(subcommand)]
+        command: ArchiveCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ArchiveCommand {
+    /// Check that every archive file in DIR decompresses and holds whole rows of its table
+    Verify {
+        /// The archive folder
+        dir: std::path::PathBuf,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -194,5 +208,27 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             store.close().await;
             Ok(())
         }
+        Command::Archive {
+            command: ArchiveCommand::Verify { dir },
+        } => verify_archive(&dir),
     }
+}
+
+fn verify_archive(dir: &std::path::Path) -> anyhow::Result<()> {
+    let report = crate::outbox::archive::verify(dir)?;
+    if report.files == 0 {
+        anyhow::bail!("{} holds no archive files", dir.display());
+    }
+    println!("{} archive files checked.", report.files);
+    for (table, rows) in &report.rows {
+        println!("{table}: {rows} rows");
+    }
+    for (path, rows) in &report.truncated {
+        println!(
+            "{}: the last chunk was cut short after {rows} whole rows (a pass stopped while writing it; its rows were not removed from the store and a later pass archived them again)",
+            path.display()
+        );
+    }
+    println!("A row may appear twice when a pass stopped between archiving and removing it; both copies are identical, so load with insert-if-absent.");
+    Ok(())
 }

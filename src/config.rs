@@ -8,6 +8,9 @@ use serde::Deserialize;
 
 use crate::routes::RouteConfig;
 
+pub mod retention;
+pub use retention::RetentionSettings;
+
 /// A setting that could not be read; the message names the setting.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -76,6 +79,8 @@ settings! {
         routes: Vec<RouteConfig> = Vec::new();
         /// Approval process definitions ([[approval_definitions]] tables in the config file)
         approval_definitions: Vec<crate::approvals::model::DefinitionSpec> = Vec::new();
+        /// What is kept how long, and where removed rows are archived ([retention] in the config file)
+        retention: RetentionSettings = RetentionSettings::default();
     }
     /// Jobs store URL: sqlite://PATH, postgres://…, mysql://… or memory:// (ephemeral, no durable outbox) [default: sqlite://data/herald.db]
     database_url: String = DEFAULT_DATABASE_URL.to_string(), "HERALD_DATABASE_URL";
@@ -309,6 +314,7 @@ impl Settings {
                 message: format!("no route is named {:?}", self.dead_letter_route),
             });
         }
+        self.retention.policy()?;
         if self.max_backoff_ms < self.initial_backoff_ms {
             return Err(ConfigError::Invalid {
                 setting: "max_backoff_ms",

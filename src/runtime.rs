@@ -35,6 +35,7 @@ use crate::outbox::maintenance::Maintenance;
 use crate::outbox::metrics::Metrics;
 use crate::outbox::model::Source;
 use crate::outbox::policy::RetryPolicy;
+use crate::outbox::retention::Retention;
 use crate::outbox::worker::{DrainReport, Worker, WorkerConfig};
 use crate::outbox::Outbox;
 use crate::routes::{DeliveryHandler, Routes};
@@ -397,6 +398,9 @@ impl Runtime {
 
         let sync_every = Duration::from_millis(settings.maintenance_interval_ms.min(1_000));
         let interval = Duration::from_millis(settings.maintenance_interval_ms);
+        let retention = settings.retention.policy()?;
+        // This node in the retention lease (one node at a time runs a pass).
+        let node = format!("node-{}", uuid::Uuid::new_v4().simple());
         for StoreLoops {
             group,
             health,
@@ -417,6 +421,18 @@ impl Runtime {
                 .registries
                 .iter()
                 .find_map(|r| r.dead_letter_notifier().cloned());
+            if !retention.targets().is_empty() {
+                let passes = Retention {
+                    store: Arc::new(group.store.clone()),
+                    policy: retention.clone(),
+                    metrics: metrics.clone(),
+                    store_name: group.sources.join("+"),
+                    holder: node.clone(),
+                };
+                runtime
+                    .background
+                    .push(tokio::spawn(passes.run(stop.clone())));
+            }
             let maintenance = Maintenance {
                 store: Arc::new(group.store.clone()),
                 metrics: metrics.clone(),

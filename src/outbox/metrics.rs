@@ -22,6 +22,8 @@ pub struct Metrics {
     replay_attempts: IntCounterVec,
     replay_exhausted: IntCounterVec,
     breaker_open: IntGaugeVec,
+    retention_removed: IntCounterVec,
+    retention_oldest: GaugeVec,
     /// The kinds each source holds: its gauges exist from start-up, and a source's
     /// gauges never show another source's kinds, even when both share a database.
     declared:
@@ -128,8 +130,24 @@ impl Metrics {
             ),
             &["route"],
         ));
+        let retention_removed = must(IntCounterVec::new(
+            Opts::new(
+                "herald_retention_rows_removed_total",
+                "Rows the retention pass removed (archived first when archive_dir is set), per store and table",
+            ),
+            &["store", "table"],
+        ));
+        let retention_oldest = must(GaugeVec::new(
+            Opts::new(
+                "herald_retention_oldest_retained_seconds",
+                "Age of the oldest event retained in a settled state (the first due among them, by its last change), per store",
+            ),
+            &["store", "status"],
+        ));
         for collector in [
             Box::new(breaker_open.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(retention_removed.clone()),
+            Box::new(retention_oldest.clone()),
             Box::new(replay_attempts.clone()),
             Box::new(replay_exhausted.clone()),
             Box::new(available.clone()),
@@ -158,6 +176,8 @@ impl Metrics {
             replay_attempts,
             replay_exhausted,
             breaker_open,
+            retention_removed,
+            retention_oldest,
             declared: Default::default(),
         }
     }
@@ -196,6 +216,22 @@ impl Metrics {
         self.replay_exhausted
             .with_label_values(&[lifecycle_event])
             .inc();
+    }
+
+    /// `store` names a store by its sources; `table` is one of Herald's tables.
+    pub fn record_retention_removed(&self, store: &str, table: &str, rows: u64) {
+        self.retention_removed
+            .with_label_values(&[store, table])
+            .inc_by(rows);
+    }
+
+    /// The age (ms) of the oldest retained event per settled state.
+    pub fn set_oldest_retained(&self, store: &str, ages: &[(vocab::DeliveryStatus, i64)]) {
+        for (status, ms) in ages {
+            self.retention_oldest
+                .with_label_values(&[store, status.as_str()])
+                .set(*ms as f64 / 1000.0);
+        }
     }
 
     /// `route` is a configured route name or `callback`: never a URL or tenant.

@@ -2,6 +2,7 @@
 //! transaction; workers claim them under leases, run the kind's handler, and settle
 //! the result fenced by the lease. One engine, a typed handler per kind.
 
+pub mod archive;
 pub mod availability;
 pub mod best_effort;
 pub mod destinations;
@@ -11,6 +12,7 @@ pub mod metrics;
 pub mod model;
 pub mod peer_notice;
 pub mod policy;
+pub mod retention;
 pub mod test_pause;
 pub mod worker;
 

@@ -26,6 +26,9 @@ pub enum StoreError {
     /// unit was kept. `fault` is the class of the error that stopped it.
     #[error("the group commit failed: {why}")]
     GroupCommit { why: String, fault: StoreFault },
+    /// Rows to be removed could not be archived; nothing was removed.
+    #[error("cannot archive the rows to be removed: {0}")]
+    Archive(#[source] std::io::Error),
 }
 
 impl StoreError {

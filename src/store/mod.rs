@@ -15,6 +15,7 @@ mod idempotency;
 mod outbox;
 pub mod ports;
 mod records;
+pub mod retention;
 pub mod row;
 mod runs;
 mod sessions;

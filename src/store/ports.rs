@@ -690,3 +690,81 @@ impl<S: ApprovalRepository + ApprovalEvents + RecordRepository + OutboxStore + I
     ApprovalsStore for S
 {
 }
+
+/// Which kinds a retention chunk of settled events takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KindScope {
+    /// Every kind but these (their own retention is set apart).
+    AllBut(Vec<String>),
+    /// This kind only.
+    Only(String),
+}
+
+/// What a retention chunk removes: rows past their retention (ages in ms, by the
+/// store's clock).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expired {
+    /// Settled events in `status` whose last change (and last due time) is older;
+    /// their attempt logs and dead letters go with them.
+    Events {
+        status: vocab::DeliveryStatus,
+        kinds: KindScope,
+        older_than_ms: i64,
+    },
+    /// Terminal runs older than this that own no event any more.
+    Runs { older_than_ms: i64 },
+    /// Audit rows older than this.
+    Audit { older_than_ms: i64 },
+    /// Idempotency keys older than this (never archived: they hold answers, not
+    /// history).
+    IdempotencyKeys { older_than_ms: i64 },
+}
+
+/// Rows one retention chunk removed, per table (the chunk's own table first).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChunkRemoved {
+    pub tables: Vec<(&'static str, u64)>,
+}
+
+impl ChunkRemoved {
+    /// Rows of the chunk's own table (events, runs, audit rows or keys).
+    pub fn primary(&self) -> u64 {
+        self.tables.first().map(|(_, n)| *n).unwrap_or(0)
+    }
+}
+
+/// Where removed rows are written before their delete commits (`archive_dir`).
+#[async_trait]
+pub trait ArchiveSink: Send + Sync {
+    /// Appends `rows` of `table` (one JSON object each) and makes them durable
+    /// (written and fsynced) before returning.
+    async fn append(
+        &self,
+        table: &'static str,
+        rows: Vec<serde_json::Value>,
+    ) -> Result<(), std::io::Error>;
+}
+
+/// The retention pass's storage (issue 21).
+#[async_trait]
+pub trait RetentionStore: Send + Sync {
+    /// Takes (or renews) the lease `name` for `holder` for `lease_ms`: true when
+    /// `holder` holds it now. One node at a time runs what the lease guards.
+    async fn take_lease(&self, name: &str, holder: &str, lease_ms: i64)
+        -> Result<bool, StoreError>;
+    /// Gives the lease back, if `holder` holds it.
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError>;
+    /// Removes at most `limit` rows that `expired` names, oldest first, in one
+    /// transaction; with `archive`, they (and their attempt logs and dead letters)
+    /// are appended to it before the delete commits.
+    async fn remove_expired(
+        &self,
+        expired: &Expired,
+        limit: u32,
+        archive: Option<&dyn ArchiveSink>,
+    ) -> Result<ChunkRemoved, StoreError>;
+    /// For each settled state, how long ago the event first due among those
+    /// retained in it last changed (ms): the age of the oldest retained row, read
+    /// from the due-time index rather than by scanning the state.
+    async fn oldest_retained(&self) -> Result<Vec<(vocab::DeliveryStatus, i64)>, StoreError>;
+}

@@ -10,6 +10,23 @@ use herald::store::ports::{ClaimRequest, OutboxStore};
 use herald::store::SqlStore;
 use vocab::DeliveryStatus;
 
+/// An event of the `test` kind (no handler claims it unless a test does), filed
+/// under the run `run-1`, with a small payload.
+pub fn test_event(id: &str) -> NewEvent {
+    NewEvent {
+        event_id: id.to_string(),
+        source: herald::outbox::model::Source::Jobs,
+        kind: "test".into(),
+        parent_type: "run".into(),
+        parent_id: "run-1".into(),
+        payload: "{\"n\":1}".into(),
+        redeliverable: true,
+        max_attempts: 6,
+        delay_ms: 0,
+        destination: None,
+    }
+}
+
 /// `event`, filed under the run `parent_id` (so a test reads back only its own).
 pub fn parented(mut event: NewEvent, parent_id: &str) -> NewEvent {
     event.parent_type = "run".into();

@@ -31,6 +31,8 @@ impl HeraldProcess {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> HeraldProcess {
+        // `ready` asks the process over HTTP, whoever the caller is.
+        herald::channels::install_crypto_provider();
         // Under target/tmp (kept for a failing test to read, gone with `cargo clean`).
         let name = uuid::Uuid::new_v4().simple().to_string();
         let dir = crate::target_tmp_dir();

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Where an owed side effect (an outbox event) stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryStatus {
     Pending,

@@ -11,5 +11,6 @@ mod operator_actions;
 mod outbox;
 mod outbox_faults;
 mod outbox_replays;
+mod retention;
 mod runs;
 mod schema;

@@ -43,18 +43,7 @@ testkit::contract_tests!(
 );
 
 pub(crate) fn event(id: &str) -> NewEvent {
-    NewEvent {
-        event_id: id.to_string(),
-        source: Source::Jobs,
-        kind: "test".into(),
-        parent_type: "run".into(),
-        parent_id: "run-1".into(),
-        payload: "{\"n\":1}".into(),
-        redeliverable: true,
-        max_attempts: 6,
-        delay_ms: 0,
-        destination: None,
-    }
+    testkit::test_event(id)
 }
 
 async fn status(store: &SqlStore, id: &str) -> DeliveryStatus {

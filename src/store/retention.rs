@@ -1,0 +1,499 @@
+//! The retention pass's SQL (issue 21): rows past their retention removed in
+//! bounded chunks, each chunk one transaction that first locks its rows, hands
+//! them (and their attempt logs and dead letters) to the archive when there is
+//! one, and deletes them; and the lease that lets one node at a time do it.
+//!
+//! A chunk is chosen through an index: settled events by `(status,
+//! next_attempt_at)` (a settled event's last due time is never later than its
+//! last change, so the index bounds the scan and `updated_at` decides), runs by
+//! `created_at`, audit rows by `at`, keys by `created_at`.
+
+use async_trait::async_trait;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+use vocab::DeliveryStatus;
+
+use super::engine::{padded, padded_len};
+use super::error::StoreError;
+use super::ports::{ArchiveSink, ChunkRemoved, Expired, KindScope, RetentionStore, WriteTx};
+use super::row::{opt_int, opt_text};
+use super::sql::SqlStore;
+
+/// A column's type as archived: integers stay numbers, everything else is text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColumnType {
+    Int,
+    Text,
+}
+
+/// A table the retention pass removes rows from, as its archive files hold them.
+#[derive(Debug)]
+pub struct TableShape {
+    pub name: &'static str,
+    /// The primary key's columns.
+    pub key: &'static [&'static str],
+    pub columns: &'static [(&'static str, ColumnType)],
+}
+
+use ColumnType::{Int, Text};
+
+pub const OUTBOX_EVENTS: TableShape = TableShape {
+    name: "outbox_events",
+    key: &["event_id"],
+    columns: &[
+        ("event_id", Text),
+        ("source", Text),
+        ("kind", Text),
+        ("parent_type", Text),
+        ("parent_id", Text),
+        ("payload", Text),
+        ("redeliverable", Int),
+        ("status", Text),
+        ("attempts", Int),
+        ("cycle", Int),
+        ("cycle_attempts", Int),
+        ("max_attempts", Int),
+        ("next_attempt_at", Int),
+        ("lease_token", Text),
+        ("lease_holder", Text),
+        ("lease_expires_at", Int),
+        ("last_error", Text),
+        ("last_status_code", Int),
+        ("created_at", Int),
+        ("updated_at", Int),
+        ("completed_at", Int),
+        ("failed_at", Int),
+        ("alerted_at", Int),
+        ("uncertain_at", Int),
+        ("dead_letter_id", Text),
+        ("destination", Text),
+    ],
+};
+
+pub const OUTBOX_ATTEMPTS: TableShape = TableShape {
+    name: "outbox_attempts",
+    key: &["event_id", "attempt"],
+    columns: &[
+        ("event_id", Text),
+        ("attempt", Int),
+        ("cycle", Int),
+        ("started_at", Int),
+        ("finished_at", Int),
+        ("outcome", Text),
+        ("status_code", Int),
+        ("error", Text),
+        ("worker", Text),
+    ],
+};
+
+pub const OUTBOX_DEAD_LETTERS: TableShape = TableShape {
+    name: "outbox_dead_letters",
+    key: &["id"],
+    columns: &[
+        ("id", Text),
+        ("event_id", Text),
+        ("cycle", Int),
+        ("kind", Text),
+        ("reason", Text),
+        ("created_at", Int),
+    ],
+};
+
+pub const OUTBOX_AUDIT: TableShape = TableShape {
+    name: "outbox_audit",
+    key: &["id"],
+    columns: &[
+        ("id", Text),
+        ("event_id", Text),
+        ("action", Text),
+        ("actor", Text),
+        ("from_status", Text),
+        ("acknowledged_duplicate_risk", Int),
+        ("affected", Int),
+        ("at", Int),
+    ],
+};
+
+pub const RUNS: TableShape = TableShape {
+    name: "runs",
+    key: &["id"],
+    columns: &[
+        ("id", Text),
+        ("run_type", Text),
+        ("tenant", Text),
+        ("status", Text),
+        ("callback_url", Text),
+        ("result", Text),
+        ("transition_seq", Int),
+        ("created_at", Int),
+        ("updated_at", Int),
+        ("routes", Text),
+        ("approval_id", Text),
+    ],
+};
+
+pub const IDEMPOTENCY_KEYS: TableShape = TableShape {
+    name: "idempotency_keys",
+    key: &["principal", "idem_key"],
+    columns: &[
+        ("principal", Text),
+        ("idem_key", Text),
+        ("operation", Text),
+        ("request_hash", Text),
+        ("claim", Text),
+        ("status", Int),
+        ("body", Text),
+        ("created_at", Int),
+    ],
+};
+
+/// Every table an archive file may hold.
+pub const ARCHIVED_TABLES: [&TableShape; 5] = [
+    &OUTBOX_EVENTS,
+    &OUTBOX_ATTEMPTS,
+    &OUTBOX_DEAD_LETTERS,
+    &OUTBOX_AUDIT,
+    &RUNS,
+];
+
+impl TableShape {
+    fn column_list(&self) -> String {
+        self.columns
+            .iter()
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// A row as one JSON object of every column (NULL as null).
+    fn to_json(&self, row: &AnyRow) -> Result<serde_json::Value, StoreError> {
+        let mut object = serde_json::Map::with_capacity(self.columns.len());
+        for (name, ty) in self.columns {
+            let value = match ty {
+                Int => opt_int(row, name)?.map(serde_json::Value::from),
+                Text => opt_text(row, name)?.map(serde_json::Value::from),
+            };
+            object.insert(
+                (*name).to_string(),
+                value.unwrap_or(serde_json::Value::Null),
+            );
+        }
+        Ok(serde_json::Value::Object(object))
+    }
+}
+
+/// A value bound to a chunk's query.
+enum Bind {
+    Int(i64),
+    Text(String),
+}
+
+/// How one kind of [`Expired`] chooses its rows.
+struct ChunkPlan {
+    table: &'static TableShape,
+    /// `WHERE` conditions, with `?` for `binds` in order.
+    filter: String,
+    binds: Vec<Bind>,
+    order: &'static str,
+    /// Tables whose rows go with a removed row, by its `event_id`.
+    children: &'static [&'static TableShape],
+    archived: bool,
+}
+
+impl SqlStore {
+    fn chunk_plan(&self, expired: &Expired) -> ChunkPlan {
+        let now = self.engine.now_ms();
+        match expired {
+            Expired::Events {
+                status,
+                kinds,
+                older_than_ms,
+            } => {
+                let mut filter = format!(
+                    "status = ? AND next_attempt_at < {now} - ? AND updated_at < {now} - ?"
+                );
+                let mut binds = vec![
+                    Bind::Text(status.as_str().to_string()),
+                    Bind::Int(*older_than_ms),
+                    Bind::Int(*older_than_ms),
+                ];
+                match kinds {
+                    KindScope::Only(kind) => {
+                        filter.push_str(" AND kind = ?");
+                        binds.push(Bind::Text(kind.clone()));
+                    }
+                    KindScope::AllBut(kinds) if !kinds.is_empty() => {
+                        filter.push_str(&format!(
+                            " AND kind NOT IN ({})",
+                            super::engine::placeholders(kinds.len())
+                        ));
+                        binds.extend(kinds.iter().cloned().map(Bind::Text));
+                    }
+                    KindScope::AllBut(_) => {}
+                }
+                ChunkPlan {
+                    table: &OUTBOX_EVENTS,
+                    filter,
+                    binds,
+                    order: "next_attempt_at",
+                    children: &[&OUTBOX_ATTEMPTS, &OUTBOX_DEAD_LETTERS],
+                    archived: true,
+                }
+            }
+            Expired::Runs { older_than_ms } => ChunkPlan {
+                table: &RUNS,
+                // A run goes only once every event it owns is gone.
+                filter: format!(
+                    "created_at < {now} - ? AND updated_at < {now} - ? \
+                     AND status IN ('succeeded', 'failed', 'cancelled') \
+                     AND NOT EXISTS (SELECT 1 FROM outbox_events e \
+                     WHERE e.parent_type = 'run' AND e.parent_id = runs.id)"
+                ),
+                binds: vec![Bind::Int(*older_than_ms), Bind::Int(*older_than_ms)],
+                order: "created_at",
+                children: &[],
+                archived: true,
+            },
+            Expired::Audit { older_than_ms } => ChunkPlan {
+                table: &OUTBOX_AUDIT,
+                filter: format!("at < {now} - ?"),
+                binds: vec![Bind::Int(*older_than_ms)],
+                order: "at",
+                children: &[],
+                archived: true,
+            },
+            Expired::IdempotencyKeys { older_than_ms } => ChunkPlan {
+                table: &IDEMPOTENCY_KEYS,
+                filter: format!("created_at < {now} - ?"),
+                binds: vec![Bind::Int(*older_than_ms)],
+                order: "created_at",
+                children: &[],
+                archived: false,
+            },
+        }
+    }
+
+    /// The rows of `table` whose `column` is one of `ids`.
+    async fn rows_where_in(
+        &self,
+        tx: &mut WriteTx,
+        table: &TableShape,
+        column: &str,
+        ids: &[String],
+    ) -> Result<Vec<serde_json::Value>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM {} WHERE {column} IN ({})",
+            table.column_list(),
+            table.name,
+            super::engine::placeholders(padded_len(ids.len()))
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        for id in padded(ids) {
+            query = query.bind(id);
+        }
+        let rows = query.fetch_all(&mut **tx).await?;
+        rows.iter().map(|row| table.to_json(row)).collect()
+    }
+
+    /// Deletes the rows of `table` whose `columns` hold one of `keys` (each key as
+    /// many values as there are columns).
+    async fn delete_keys(
+        &self,
+        tx: &mut WriteTx,
+        table: &TableShape,
+        columns: &[&str],
+        keys: &[Vec<String>],
+    ) -> Result<u64, StoreError> {
+        let width = padded_len(keys.len());
+        let matches = if let [column] = columns {
+            format!("{column} IN ({})", super::engine::placeholders(width))
+        } else {
+            // A composite key: row-value IN lists are not portable (SQLite wants a
+            // subquery), so one conjunction per key.
+            let one = columns
+                .iter()
+                .map(|c| format!("{c} = ?"))
+                .collect::<Vec<_>>()
+                .join(" AND ");
+            vec![format!("({one})"); width].join(" OR ")
+        };
+        let sql = format!("DELETE FROM {} WHERE {matches}", table.name);
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        for key in padded(keys) {
+            for value in key {
+                query = query.bind(value);
+            }
+        }
+        Ok(query.execute(&mut **tx).await?.rows_affected())
+    }
+}
+
+/// The key values of a row as [`TableShape::to_json`] made it.
+fn key_of(table: &TableShape, row: &serde_json::Value) -> Vec<String> {
+    table
+        .key
+        .iter()
+        .map(|column| match &row[*column] {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+#[async_trait]
+impl RetentionStore for SqlStore {
+    async fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        lease_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let now = self.engine.now_ms();
+        let insert = format!(
+            "INSERT INTO maintenance_leases (name, holder, expires_at) VALUES (?, ?, {now} + ?) {}",
+            self.engine.insert_if_absent_tail("name")
+        );
+        sqlx::query(&self.engine.sql(&insert))
+            .bind(name)
+            .bind(holder)
+            .bind(lease_ms)
+            .execute(&self.pool)
+            .await?;
+        let take = format!(
+            "UPDATE maintenance_leases SET holder = ?, expires_at = {now} + ? \
+             WHERE name = ? AND (holder = ? OR expires_at < {now})"
+        );
+        sqlx::query(&self.engine.sql(&take))
+            .bind(holder)
+            .bind(lease_ms)
+            .bind(name)
+            .bind(holder)
+            .execute(&self.pool)
+            .await?;
+        // Read back rather than trust the affected-row count, which MySQL reports
+        // as rows changed (none when the values happen to be the same).
+        let held: Option<String> = sqlx::query(
+            &self
+                .engine
+                .sql("SELECT holder FROM maintenance_leases WHERE name = ?"),
+        )
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?
+        .map(|row| super::row::text(&row, "holder"))
+        .transpose()?;
+        Ok(held.as_deref() == Some(holder))
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            &self
+                .engine
+                .sql("DELETE FROM maintenance_leases WHERE name = ? AND holder = ?"),
+        )
+        .bind(name)
+        .bind(holder)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn remove_expired(
+        &self,
+        expired: &Expired,
+        limit: u32,
+        archive: Option<&dyn ArchiveSink>,
+    ) -> Result<ChunkRemoved, StoreError> {
+        let plan = self.chunk_plan(expired);
+        let mut tx = super::ports::Transactions::begin_write(self).await?;
+        // The chunk's rows, locked until the delete commits (SQLite's write
+        // transaction already excludes every other writer).
+        let sql = format!(
+            "SELECT {} FROM {} WHERE {} ORDER BY {} LIMIT ?{}",
+            plan.table.column_list(),
+            plan.table.name,
+            plan.filter,
+            plan.order,
+            self.engine.lock_rows()
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        for bind in &plan.binds {
+            query = match bind {
+                Bind::Int(v) => query.bind(*v),
+                Bind::Text(v) => query.bind(v.clone()),
+            };
+        }
+        let rows = query.bind(i64::from(limit)).fetch_all(&mut *tx).await?;
+        if rows.is_empty() {
+            tx.rollback().await?;
+            return Ok(ChunkRemoved::default());
+        }
+        let rows = rows
+            .iter()
+            .map(|row| plan.table.to_json(row))
+            .collect::<Result<Vec<_>, _>>()?;
+        let keys: Vec<Vec<String>> = rows.iter().map(|row| key_of(plan.table, row)).collect();
+        let event_ids: Vec<String> = keys.iter().map(|key| key[0].clone()).collect();
+
+        let mut removed = ChunkRemoved::default();
+        if let (Some(archive), true) = (archive, plan.archived) {
+            for child in plan.children {
+                let child_rows = self
+                    .rows_where_in(&mut tx, child, "event_id", &event_ids)
+                    .await?;
+                if !child_rows.is_empty() {
+                    archive
+                        .append(child.name, child_rows)
+                        .await
+                        .map_err(StoreError::Archive)?;
+                }
+            }
+            archive
+                .append(plan.table.name, rows)
+                .await
+                .map_err(StoreError::Archive)?;
+        }
+        let mut children = Vec::new();
+        for child in plan.children {
+            let n = self
+                .delete_keys(&mut tx, child, &["event_id"], &keys)
+                .await?;
+            children.push((child.name, n));
+        }
+        let n = self
+            .delete_keys(&mut tx, plan.table, plan.table.key, &keys)
+            .await?;
+        tx.commit().await?;
+        removed.tables.push((plan.table.name, n));
+        removed.tables.extend(children);
+        Ok(removed)
+    }
+
+    async fn oldest_retained(&self) -> Result<Vec<(DeliveryStatus, i64)>, StoreError> {
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "SELECT {now} - updated_at AS age FROM outbox_events WHERE status = ? \
+             ORDER BY next_attempt_at LIMIT 1"
+        );
+        let sql = self.engine.sql(&sql);
+        let mut ages = Vec::new();
+        for status in [
+            DeliveryStatus::Completed,
+            DeliveryStatus::Skipped,
+            DeliveryStatus::Failed,
+            DeliveryStatus::Uncertain,
+        ] {
+            let row = sqlx::query(&sql)
+                .bind(status.as_str())
+                .fetch_optional(&self.pool)
+                .await?;
+            if let Some(row) = row {
+                ages.push((status, row.try_get::<i64, _>("age")?.max(0)));
+            }
+        }
+        Ok(ages)
+    }
+}

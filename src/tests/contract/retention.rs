@@ -1,0 +1,433 @@
+//! The retention port (issue 21) on SQLite, PostgreSQL and MariaDB: a pass removes
+//! exactly the rows past their retention — settled events by state and kind with
+//! their attempt logs and dead letters, terminal runs that own no event any more,
+//! audit rows, idempotency keys — and none that are pending, processing, inside
+//! retention or still owned; the archive holds every removed row before it goes;
+//! one node at a time holds the pass's lease.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald::outbox::archive::read_rows;
+use herald::outbox::metrics::Metrics;
+use herald::outbox::retention::{Retention, RetentionPolicy, LEASE_NAME};
+use herald::store::ports::{
+    DeliveryReads, IdempotencyKeys, NewAuditEntry, NewRun, RetentionStore, RunRepository,
+    Transactions,
+};
+use herald::store::SqlStore;
+use testkit::{enqueue, parented, wait_for, TestDb};
+use vocab::DeliveryStatus;
+
+use super::outbox::event;
+
+testkit::contract_tests!(
+    a_pass_removes_exactly_the_rows_past_their_retention_and_archives_them_first,
+    a_kind_of_its_own_keeps_its_own_retention,
+    one_node_at_a_time_holds_the_retention_lease,
+    rows_that_cannot_be_archived_are_not_removed,
+);
+
+const MINUTE: i64 = 60_000;
+const HOUR: i64 = 60 * MINUTE;
+
+/// Runs `sql` (with `?` placeholders) on the store, binding `values` as text.
+async fn exec(store: &SqlStore, sql: &str, values: &[&str]) {
+    let sql = store.engine().sql(sql).into_owned();
+    let mut query = sqlx::query(&sql);
+    for v in values {
+        query = query.bind(v.to_string());
+    }
+    query.execute(store.pool()).await.unwrap();
+}
+
+/// Puts the event in `status`, last changed `age_ms` ago (and last due then too,
+/// unless `due_ms_ago` says otherwise), by the store's clock.
+async fn settle_aged(store: &SqlStore, id: &str, status: &str, age_ms: i64, due_ms_ago: i64) {
+    let now = store.engine().now_ms();
+    let lease = if status == "processing" {
+        format!(", lease_token = 'tok', lease_expires_at = {now} + 600000")
+    } else {
+        String::new()
+    };
+    let sql = format!(
+        "UPDATE outbox_events SET status = ?, updated_at = {now} - {age_ms}, \
+         next_attempt_at = {now} - {due_ms_ago}{lease} WHERE event_id = ?"
+    );
+    exec(store, &sql, &[status, id]).await;
+}
+
+async fn add_attempt(store: &SqlStore, event_id: &str) {
+    exec(
+        store,
+        "INSERT INTO outbox_attempts (event_id, attempt, cycle, started_at, finished_at, outcome, worker) \
+         VALUES (?, 1, 1, 1, 2, 'failed', 'w')",
+        &[event_id],
+    )
+    .await;
+}
+
+async fn add_dead_letter(store: &SqlStore, event_id: &str) {
+    let id = format!("dl-{event_id}");
+    exec(
+        store,
+        "INSERT INTO outbox_dead_letters (id, event_id, cycle, kind, reason, created_at) \
+         VALUES (?, ?, 1, 'test', 'gave up', 1)",
+        &[&id, event_id],
+    )
+    .await;
+}
+
+/// A run in `status`, created and last changed `age_ms` ago.
+async fn aged_run(store: &SqlStore, tenant: &str, status: &str, age_ms: i64) -> String {
+    let run = store
+        .create_run(NewRun {
+            run_type: "etl".into(),
+            tenant: tenant.into(),
+            callback_url: None,
+            routes: vec![],
+        })
+        .await
+        .unwrap();
+    let now = store.engine().now_ms();
+    let sql = format!(
+        "UPDATE runs SET status = ?, created_at = {now} - {age_ms}, updated_at = {now} - {age_ms} WHERE id = ?"
+    );
+    exec(store, &sql, &[status, &run.id]).await;
+    run.id
+}
+
+async fn aged_audit(store: &SqlStore, subject: &str, age_ms: i64) {
+    store
+        .record_audit(&NewAuditEntry {
+            subject: subject.into(),
+            action: "retry".into(),
+            actor: "ops".into(),
+            from_status: "failed".into(),
+            acknowledged_duplicate_risk: false,
+            affected: 1,
+        })
+        .await
+        .unwrap();
+    let now = store.engine().now_ms();
+    let sql = format!("UPDATE outbox_audit SET at = {now} - {age_ms} WHERE event_id = ?");
+    exec(store, &sql, &[subject]).await;
+}
+
+async fn aged_key(store: &SqlStore, key: &str, age_ms: i64) {
+    let mut tx = store.begin_write().await.unwrap();
+    store
+        .claim_key_in(&mut tx, "token:t", key, "create_run", "hash")
+        .await
+        .unwrap();
+    store
+        .answer_key_in(&mut tx, "token:t", key, 201, "{}")
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let now = store.engine().now_ms();
+    let sql =
+        format!("UPDATE idempotency_keys SET created_at = {now} - {age_ms} WHERE idem_key = ?");
+    exec(store, &sql, &[key]).await;
+}
+
+async fn ids(store: &SqlStore, sql: &str) -> BTreeSet<String> {
+    let rows: Vec<String> = sqlx::query_scalar(sql)
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+    rows.into_iter().collect()
+}
+
+fn policy(archive_dir: Option<std::path::PathBuf>) -> RetentionPolicy {
+    RetentionPolicy {
+        events: BTreeMap::from([
+            (DeliveryStatus::Completed, Some(HOUR)),
+            (DeliveryStatus::Skipped, Some(HOUR)),
+            (DeliveryStatus::Failed, Some(2 * HOUR)),
+            (DeliveryStatus::Uncertain, None),
+        ]),
+        kinds: BTreeMap::new(),
+        runs: Some(HOUR),
+        audit: Some(HOUR),
+        idempotency_keys: Some(HOUR),
+        interval: Duration::from_secs(3600),
+        // Small chunks, so a pass takes several.
+        chunk_rows: 2,
+        archive_dir,
+    }
+}
+
+fn retention(store: &SqlStore, policy: RetentionPolicy, holder: &str) -> Retention {
+    Retention {
+        store: Arc::new(store.clone()),
+        policy,
+        metrics: Arc::new(Metrics::new()),
+        store_name: "jobs".into(),
+        holder: holder.into(),
+    }
+}
+
+async fn a_pass_removes_exactly_the_rows_past_their_retention_and_archives_them_first(db: &TestDb) {
+    let store = db.store().await;
+    // Runs: one whose every event goes in this pass, one that keeps an event, one
+    // already without events, one still running, one too young.
+    let emptied = aged_run(&store, "ret", "succeeded", 3 * HOUR).await;
+    let owning = aged_run(&store, "ret", "succeeded", 3 * HOUR).await;
+    let bare = aged_run(&store, "ret", "cancelled", 3 * HOUR).await;
+    let running = aged_run(&store, "ret", "running", 3 * HOUR).await;
+    let young = aged_run(&store, "ret", "failed", 10 * MINUTE).await;
+
+    let events = [
+        ("c-old", &emptied, "completed", 2 * HOUR),
+        ("s-old", &emptied, "skipped", 2 * HOUR),
+        ("f-old", &emptied, "failed", 3 * HOUR),
+        ("c-new", &owning, "completed", 10 * MINUTE),
+        ("f-mid", &owning, "failed", 90 * MINUTE),
+        ("u-old", &owning, "uncertain", 100 * 24 * HOUR),
+        ("p-old", &owning, "pending", 3 * HOUR),
+        ("w-old", &owning, "processing", 3 * HOUR),
+        ("c-due", &owning, "completed", 2 * HOUR),
+    ];
+    for (id, run, _, _) in &events {
+        enqueue(&store, &[parented(event(id), run)]).await;
+    }
+    for (id, _, status, age) in &events {
+        // `c-due` was skipped over while due later than its change (a backoff):
+        // its due time is inside retention, so it stays until that passes too.
+        let due = if *id == "c-due" { 10 * MINUTE } else { *age };
+        settle_aged(&store, id, status, *age, due).await;
+    }
+    for id in ["c-old", "f-old", "f-mid"] {
+        add_attempt(&store, id).await;
+    }
+    add_dead_letter(&store, "f-old").await;
+    add_dead_letter(&store, "f-mid").await;
+    aged_audit(&store, "audit-old", 2 * HOUR).await;
+    aged_audit(&store, "audit-new", 10 * MINUTE).await;
+    aged_key(&store, "key-old", 2 * HOUR).await;
+    aged_key(&store, "key-new", 10 * MINUTE).await;
+
+    let archive = tempfile::tempdir().unwrap();
+    let pass = retention(&store, policy(Some(archive.path().join("a"))), "node-a");
+    let report = pass.run_pass().await.unwrap();
+    assert!(report.ran);
+
+    let left = |sql: &'static str| ids(&store, sql);
+    let kept_events = ["c-new", "f-mid", "u-old", "p-old", "w-old", "c-due"];
+    assert_eq!(
+        left("SELECT event_id FROM outbox_events").await,
+        kept_events.iter().map(|s| s.to_string()).collect()
+    );
+    assert_eq!(
+        left("SELECT event_id FROM outbox_attempts").await,
+        BTreeSet::from(["f-mid".to_string()])
+    );
+    assert_eq!(
+        left("SELECT event_id FROM outbox_dead_letters").await,
+        BTreeSet::from(["f-mid".to_string()])
+    );
+    assert_eq!(
+        left("SELECT id FROM runs").await,
+        BTreeSet::from([owning.clone(), running.clone(), young.clone()])
+    );
+    assert_eq!(
+        left("SELECT event_id FROM outbox_audit").await,
+        BTreeSet::from(["audit-new".to_string()])
+    );
+    assert_eq!(
+        left("SELECT idem_key FROM idempotency_keys").await,
+        BTreeSet::from(["key-new".to_string()])
+    );
+    assert_eq!(
+        report.removed,
+        BTreeMap::from([
+            ("outbox_events", 3),
+            ("outbox_attempts", 2),
+            ("outbox_dead_letters", 1),
+            ("outbox_audit", 1),
+            ("idempotency_keys", 1),
+            ("runs", 2),
+        ])
+    );
+
+    // The archive holds every removed row, whole (payloads included), and nothing
+    // else: keys are never archived.
+    let mut archived: BTreeMap<&str, Vec<serde_json::Value>> = BTreeMap::new();
+    let checked = read_rows(&archive.path().join("a"), |table, row| {
+        archived.entry(table.name).or_default().push(row)
+    })
+    .unwrap();
+    assert!(checked.truncated.is_empty());
+    let keys = |table: &str, column: &str| -> BTreeSet<String> {
+        archived
+            .get(table)
+            .into_iter()
+            .flatten()
+            .map(|row| row[column].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        keys("outbox_events", "event_id"),
+        BTreeSet::from(["c-old", "s-old", "f-old"].map(String::from))
+    );
+    assert_eq!(
+        keys("outbox_attempts", "event_id"),
+        BTreeSet::from(["c-old", "f-old"].map(String::from))
+    );
+    assert_eq!(
+        keys("outbox_dead_letters", "id"),
+        BTreeSet::from(["dl-f-old".to_string()])
+    );
+    assert_eq!(
+        keys("runs", "id"),
+        BTreeSet::from([emptied.clone(), bare.clone()])
+    );
+    assert_eq!(
+        keys("outbox_audit", "event_id"),
+        BTreeSet::from(["audit-old".to_string()])
+    );
+    assert!(!archived.contains_key("idempotency_keys"));
+    let c_old = archived["outbox_events"]
+        .iter()
+        .find(|row| row["event_id"] == "c-old")
+        .unwrap();
+    assert_eq!(c_old["payload"], "{\"n\":1}");
+    assert_eq!(c_old["status"], "completed");
+    assert_eq!(c_old["parent_id"], emptied.as_str());
+
+    // A second pass finds nothing more.
+    let again = pass.run_pass().await.unwrap();
+    assert_eq!(again.removed.values().sum::<u64>(), 0);
+    store.close().await;
+}
+
+async fn a_kind_of_its_own_keeps_its_own_retention(db: &TestDb) {
+    let store = db.store().await;
+    let mut alert = event("alert-30m");
+    alert.kind = "alert".into();
+    let mut callback = event("callback-2h");
+    callback.kind = "callback".into();
+    enqueue(
+        &store,
+        &[alert, callback, event("test-30m"), event("test-2h")],
+    )
+    .await;
+    for (id, age) in [
+        ("alert-30m", 30 * MINUTE),
+        ("callback-2h", 2 * HOUR),
+        ("test-30m", 30 * MINUTE),
+        ("test-2h", 2 * HOUR),
+    ] {
+        settle_aged(&store, id, "completed", age, age).await;
+    }
+    let mut policy = policy(None);
+    policy.kinds = BTreeMap::from([
+        (
+            "alert".to_string(),
+            BTreeMap::from([(DeliveryStatus::Completed, Some(10 * MINUTE))]),
+        ),
+        (
+            "callback".to_string(),
+            BTreeMap::from([(DeliveryStatus::Completed, None)]),
+        ),
+    ]);
+    let report = retention(&store, policy, "node-a")
+        .run_pass()
+        .await
+        .unwrap();
+    assert_eq!(report.removed.get("outbox_events"), Some(&2));
+    assert_eq!(
+        ids(&store, "SELECT event_id FROM outbox_events").await,
+        BTreeSet::from(["callback-2h", "test-30m"].map(String::from)),
+        "the alert went after its 10 minutes, the callback never, the rest after the hour"
+    );
+    store.close().await;
+}
+
+async fn one_node_at_a_time_holds_the_retention_lease(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event("old")]).await;
+    settle_aged(&store, "old", "completed", 2 * HOUR, 2 * HOUR).await;
+
+    assert!(store
+        .take_lease(LEASE_NAME, "node-a", 60_000)
+        .await
+        .unwrap());
+    assert!(!store
+        .take_lease(LEASE_NAME, "node-b", 60_000)
+        .await
+        .unwrap());
+    let report = retention(&store, policy(None), "node-b")
+        .run_pass()
+        .await
+        .unwrap();
+    assert!(!report.ran, "node b waits while node a holds the lease");
+    assert_eq!(
+        ids(&store, "SELECT event_id FROM outbox_events")
+            .await
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .take_lease(LEASE_NAME, "node-a", 60_000)
+            .await
+            .unwrap(),
+        "renewed"
+    );
+
+    // A lease its holder stopped renewing (a node that died) expires.
+    assert!(store.take_lease(LEASE_NAME, "node-a", 300).await.unwrap());
+    assert!(!store
+        .take_lease(LEASE_NAME, "node-b", 60_000)
+        .await
+        .unwrap());
+    wait_for(
+        "node a's lease to expire",
+        Duration::from_secs(10),
+        async || {
+            store
+                .take_lease(LEASE_NAME, "node-b", 60_000)
+                .await
+                .unwrap()
+        },
+    )
+    .await;
+    assert!(!store
+        .take_lease(LEASE_NAME, "node-a", 60_000)
+        .await
+        .unwrap());
+
+    // A holder's release lets another in at once.
+    store.release_lease(LEASE_NAME, "node-b").await.unwrap();
+    let report = retention(&store, policy(None), "node-a")
+        .run_pass()
+        .await
+        .unwrap();
+    assert!(report.ran);
+    assert_eq!(report.removed.get("outbox_events"), Some(&1));
+    store.close().await;
+}
+
+async fn rows_that_cannot_be_archived_are_not_removed(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[event("old")]).await;
+    settle_aged(&store, "old", "completed", 2 * HOUR, 2 * HOUR).await;
+    // The archive folder's path is taken by a file: nothing can be written there.
+    let dir = tempfile::tempdir().unwrap();
+    let blocked = dir.path().join("archive");
+    std::fs::write(&blocked, b"not a folder").unwrap();
+    let err = retention(&store, policy(Some(blocked)), "node-a")
+        .run_pass()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot archive"), "{err}");
+    assert_eq!(
+        ids(&store, "SELECT event_id FROM outbox_events").await,
+        BTreeSet::from(["old".to_string()]),
+        "an event that could not be archived stays"
+    );
+    store.close().await;
+}
