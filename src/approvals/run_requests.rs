@@ -133,11 +133,10 @@ impl Handler for RunApprovalOpener {
                 error,
                 status_code: None,
             },
-            Err(err) => Outcome::Retryable {
-                error: format!("cannot open the approval in the approvals store: {err}"),
-                status_code: None,
-                retry_after: None,
-            },
+            Err(err) => crate::outbox::handler::hop_failed(
+                "cannot open the approval in the approvals store",
+                &err,
+            ),
         }
     }
 }

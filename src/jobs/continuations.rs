@@ -113,11 +113,9 @@ impl Handler for RunContinuer {
                 error: format!("run {run_id} does not exist in the jobs store"),
                 status_code: None,
             },
-            Err(err) => Outcome::Retryable {
-                error: format!("cannot move the run in the jobs store: {err}"),
-                status_code: None,
-                retry_after: None,
-            },
+            Err(err) => {
+                crate::outbox::handler::hop_failed("cannot move the run in the jobs store", &err)
+            }
         }
     }
 }

@@ -44,6 +44,25 @@ impl Outcome {
     }
 }
 
+/// The outcome of a hop between the two stores (a run approval opened in the
+/// approvals store, a decision continued in the jobs store) whose write to the
+/// other store failed with `err`. While that store is out, nothing was done and
+/// the attempt is given back, like a node that cannot send: an outage outlasting
+/// the hop's attempts must not fail it and strand the run that waits on it. A
+/// failure of one statement is retried as usual.
+pub fn hop_failed(what: &str, err: &crate::store::StoreError) -> Outcome {
+    let error = format!("{what}: {err}");
+    if err.fault().is_outage() {
+        Outcome::NotSent { error }
+    } else {
+        Outcome::Retryable {
+            error,
+            status_code: None,
+            retry_after: None,
+        }
+    }
+}
+
 #[async_trait]
 pub trait Handler: Send + Sync + 'static {
     /// Performs the side effect once. Must not panic on bad payloads: answer

@@ -145,6 +145,16 @@ async fn keyed_creates_happen_once(engine: Engine) {
     store.close().await;
     assert_eq!(accounts, 1);
 
+    // The longest key there is (255 characters) keys like any other, on every
+    // engine; one character more is refused.
+    let longest = "k".repeat(255);
+    let (status, _, long_first) = create(&server, &token, &longest, &body).await;
+    assert_eq!(status, StatusCode::CREATED, "{long_first}");
+    let (status, replayed, long_again) = create(&server, &token, &longest, &body).await;
+    assert_eq!(status, StatusCode::CREATED, "{long_again}");
+    assert_eq!(replayed.as_deref(), Some("true"));
+    assert_eq!(long_again["id"], long_first["id"]);
+
     // A key that is not one.
     for bad in ["", "with space", &"k".repeat(256)] {
         let (status, _, answer) = create(&server, &token, bad, &body).await;

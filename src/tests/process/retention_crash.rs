@@ -99,11 +99,26 @@ async fn a_pass_killed_between_archiving_and_deleting_loses_nothing() {
 
     // The killed pass's lease has to expire first (a new process is a new node).
     let mut herald = HeraldProcess::spawn(&db.url, &["--config", &config_flag]);
-    herald.ready().await;
+    let base = herald.ready().await;
     wait_for(
         "the next pass to remove every old event",
         Duration::from_millis(LEASE_MS as u64) + Duration::from_secs(30),
         async || count(&store, "outbox_events").await == 0,
+    )
+    .await;
+    // Prometheus sees what the pass removed (counted once each chunk commits).
+    let removed_line =
+        "herald_retention_rows_removed_total{store=\"jobs+approvals\",table=\"outbox_events\"} 5";
+    wait_for(
+        "the metrics to count the removed events",
+        Duration::from_secs(10),
+        async || {
+            let metrics = reqwest::get(format!("{base}/metrics")).await;
+            match metrics {
+                Ok(resp) => resp.text().await.unwrap_or_default().contains(removed_line),
+                Err(_) => false,
+            }
+        },
     )
     .await;
     herald.kill();

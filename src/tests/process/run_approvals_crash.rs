@@ -36,6 +36,11 @@ struct Scene {
 
 impl Scene {
     async fn new(jobs: Engine, approvals: Engine) -> Scene {
+        Self::with_settings(jobs, approvals, "").await
+    }
+
+    /// The scene with `extra` settings (TOML lines) for every process.
+    async fn with_settings(jobs: Engine, approvals: Engine, extra: &str) -> Scene {
         herald::channels::install_crypto_provider();
         let (jobs_db, approvals_db) = (TestDb::new(jobs).await, TestDb::new(approvals).await);
         let receiver = Receiver::start().await;
@@ -43,7 +48,7 @@ impl Scene {
         receiver.verify_with("callbacks", CALLBACK_SECRET);
         // Leases of 2 s: a killed claim is taken again within the test's time.
         let text = format!(
-            "lease_secs = 2\ncallback_secret_ref = \"{}\"\napprovals_database_url = \"{}\"\n{}",
+            "lease_secs = 2\n{extra}callback_secret_ref = \"{}\"\napprovals_database_url = \"{}\"\n{}",
             secret_ref(CALLBACK_SECRET),
             approvals_db.url,
             config_text(&receiver, &secret_ref(PROMPT_SECRET))
@@ -283,5 +288,78 @@ async fn every_hop_survives_a_sigkill(jobs: Engine, approvals: Engine) {
             .all(|a| a.verified == Some(true)),
         "every webhook verified"
     );
+    scene.finish().await;
+}
+
+/// A jobs store that is out for longer than a continuation's attempts would
+/// last: the hop waits the outage out (spending no attempt) instead of failing
+/// and leaving the run awaiting an approval that was already decided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_continuation_waits_out_a_jobs_store_outage_longer_than_its_attempts() {
+    // Two attempts 100 ms apart (the scene's backoff): without waiting, the hop
+    // would fail within a second.
+    let scene = Scene::with_settings(Engine::Postgres, Engine::Sqlite, "max_attempts = 2\n").await;
+    // One process holds the decided continuation (paused), a second one stands by.
+    let (paused, producer, marker) = scene.spawn(Some((CONTINUATION_PAUSE, "continuing"))).await;
+    let run = producer
+        .running_run("payout", &scene.receiver.url_for("callbacks"), &[])
+        .await;
+    let (status, moved) = producer.ask_approval(&run, "payout").await;
+    assert_eq!(status, StatusCode::OK, "{moved}");
+    let approval = moved["run"]["approval_id"].as_str().unwrap().to_string();
+    let paused_seq = moved["run"]["transition_seq"].as_i64().unwrap();
+    let prompt = format!("approval_{approval}");
+    wait_for("the prompt", Duration::from_secs(30), async || {
+        scene.receiver.arrivals().contains(&prompt)
+    })
+    .await;
+    let (status, decided) = producer.decide(&scene.admin, &approval, "approve").await;
+    assert_eq!(status, StatusCode::OK, "{decided}");
+    reached(&marker, "the continuation's handler to claim it").await;
+    let (standby, _, _) = scene.spawn(None).await;
+
+    // The jobs store goes out; the paused claim dies, and the standby takes the
+    // continuation once its lease expires.
+    let outage = testkit::PostgresOutage::start(&scene.jobs_db.url).await;
+    paused.kill();
+    let continuation = format!("continuation_{approval}");
+    let tried = async || -> Option<(String, String)> {
+        let sql = "SELECT status, last_error FROM outbox_events WHERE event_id = ?";
+        sqlx::query_as::<_, (String, Option<String>)>(sql)
+            .bind(&continuation)
+            .fetch_one(scene.approvals.pool())
+            .await
+            .ok()
+            .and_then(|(status, error)| Some((status, error?)))
+    };
+    wait_for(
+        "the standby to try the continuation against the jobs store",
+        Duration::from_secs(30),
+        async || tried().await.is_some_and(|(_, e)| e.contains("jobs store")),
+    )
+    .await;
+    // Far past two attempts' worth of backoff, it still waits.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (status, _) = tried().await.unwrap();
+    assert_ne!(status, "failed", "the hop must not fail during the outage");
+
+    outage.end().await;
+    let approved = format!("callback_{run}_approved_{}", paused_seq + 1);
+    wait_for(
+        "run.approved once the jobs store is back",
+        Duration::from_secs(30),
+        async || scene.receiver.arrivals().contains(&approved),
+    )
+    .await;
+    standby.sigterm();
+    let jobs = scene.jobs_db.store().await;
+    let sql = "SELECT status FROM runs WHERE id = $1";
+    let status: String = sqlx::query_scalar(sql)
+        .bind(&run)
+        .fetch_one(jobs.pool())
+        .await
+        .unwrap();
+    assert_eq!(status, "running");
+    jobs.close().await;
     scene.finish().await;
 }
