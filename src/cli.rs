@@ -43,11 +43,28 @@ pub enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Copy a SQLite store to FILE while Herald serves, then check the copy
+    Backup {
+        /// Where the copy goes (never overwritten)
+        #[arg(long, value_name = "FILE")]
+        to: std::path::PathBuf,
+        /// Which store: the jobs store, or the approvals database when it is apart
+        #[arg(long, value_enum, default_value = "jobs")]
+        store: BackedUpStore,
+        #[command(flatten)]
+        settings: SettingsArgs,
+    },
     /// Check the files retention archived (retention.archive_dir)
     Archive {
         #[command(subcommand)]
         command: ArchiveCommand,
     },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum BackedUpStore {
+    Jobs,
+    Approvals,
 }
 
 #[derive(Subcommand, Debug)]
@@ -211,6 +228,39 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Archive {
             command: ArchiveCommand::Verify { dir },
         } => verify_archive(&dir),
+        Command::Backup {
+            to,
+            store,
+            settings,
+        } => {
+            let mut settings = Settings::resolve(&settings)?;
+            init_tracing(settings.log_format);
+            if let BackedUpStore::Approvals = store {
+                settings.database_url = settings.approvals_url().to_string();
+            }
+            // Connect only: a backup must not migrate the store it copies.
+            if crate::store::Durability::of_url(&settings.database_url)
+                == crate::store::Durability::Ephemeral
+            {
+                anyhow::bail!("database_url: `herald backup` cannot copy memory://, which lives only inside one `herald serve` process");
+            }
+            let store = crate::store::SqlStore::connect(&crate::store::StoreOptions {
+                url: settings.database_url.clone(),
+                max_connections: 1,
+            })
+            .await?;
+            let copied = store.backup_to(&to).await;
+            store.close().await;
+            let check = copied?;
+            println!(
+                "Backed up to {} and checked it: {} migrations applied, {} runs, {} outbox events.",
+                to.display(),
+                check.migrations,
+                check.runs,
+                check.events
+            );
+            Ok(())
+        }
     }
 }
 

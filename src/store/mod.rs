@@ -4,6 +4,7 @@
 
 mod approvals;
 mod audit;
+pub mod backup;
 mod deliveries;
 mod destinations;
 pub mod engine;

@@ -4,6 +4,7 @@
 //! line with bad input.
 
 mod approvals_crash;
+mod backup;
 mod breaker;
 mod cli;
 mod crash;

@@ -89,6 +89,22 @@ impl Scene {
         (herald, Producer::new(&base, &self.operator), marker)
     }
 
+    /// A running run paused for the `payout` approval: (run, approval id, the
+    /// pausing transition's sequence).
+    async fn paused_run(&self, producer: &Producer) -> (String, String, i64) {
+        let run = producer
+            .running_run("payout", &self.receiver.url_for("callbacks"), &[])
+            .await;
+        let (status, moved) = producer.ask_approval(&run, "payout").await;
+        assert_eq!(status, StatusCode::OK, "{moved}");
+        let approval = moved["run"]["approval_id"].as_str().unwrap().to_string();
+        (
+            run,
+            approval,
+            moved["run"]["transition_seq"].as_i64().unwrap(),
+        )
+    }
+
     async fn count(&self, store: &SqlStore, sql: &str, bind: &str) -> i64 {
         sqlx::query_scalar(&store.engine().sql(sql))
             .bind(bind)
@@ -150,13 +166,7 @@ async fn every_hop_survives_a_sigkill(jobs: Engine, approvals: Engine) {
 
     // 1. The approval request committed; killed before the approval opens.
     let (herald, producer, marker) = scene.spawn(Some((REQUEST_PAUSE, "opening"))).await;
-    let run = producer
-        .running_run("payout", &scene.receiver.url_for("callbacks"), &[])
-        .await;
-    let (status, moved) = producer.ask_approval(&run, "payout").await;
-    assert_eq!(status, StatusCode::OK, "{moved}");
-    let approval = moved["run"]["approval_id"].as_str().unwrap().to_string();
-    let paused_seq = moved["run"]["transition_seq"].as_i64().unwrap();
+    let (run, approval, paused_seq) = scene.paused_run(&producer).await;
     reached(&marker, "the request's handler to claim it").await;
     herald.kill();
     assert_eq!(
@@ -301,13 +311,7 @@ async fn a_continuation_waits_out_a_jobs_store_outage_longer_than_its_attempts()
     let scene = Scene::with_settings(Engine::Postgres, Engine::Sqlite, "max_attempts = 2\n").await;
     // One process holds the decided continuation (paused), a second one stands by.
     let (paused, producer, marker) = scene.spawn(Some((CONTINUATION_PAUSE, "continuing"))).await;
-    let run = producer
-        .running_run("payout", &scene.receiver.url_for("callbacks"), &[])
-        .await;
-    let (status, moved) = producer.ask_approval(&run, "payout").await;
-    assert_eq!(status, StatusCode::OK, "{moved}");
-    let approval = moved["run"]["approval_id"].as_str().unwrap().to_string();
-    let paused_seq = moved["run"]["transition_seq"].as_i64().unwrap();
+    let (run, approval, paused_seq) = scene.paused_run(&producer).await;
     let prompt = format!("approval_{approval}");
     wait_for("the prompt", Duration::from_secs(30), async || {
         scene.receiver.arrivals().contains(&prompt)
