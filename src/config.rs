@@ -314,7 +314,10 @@ impl Settings {
                 message: format!("no route is named {:?}", self.dead_letter_route),
             });
         }
-        self.retention.policy()?;
+        self.retention.policy().map_err(|e| ConfigError::Invalid {
+            setting: e.setting,
+            message: e.message,
+        })?;
         if self.max_backoff_ms < self.initial_backoff_ms {
             return Err(ConfigError::Invalid {
                 setting: "max_backoff_ms",

@@ -9,8 +9,16 @@ use std::time::Duration;
 use serde::Deserialize;
 use vocab::DeliveryStatus;
 
-use super::ConfigError;
 use crate::outbox::retention::{RetentionPolicy, MAX_CHUNK_ROWS};
+
+/// A `[retention]` setting that could not be read (the settings turn it into
+/// their `ConfigError::Invalid`).
+#[derive(Debug, thiserror::Error)]
+#[error("setting `{setting}`: {message}")]
+pub struct RetentionError {
+    pub setting: &'static str,
+    pub message: String,
+}
 
 /// How long rows in one settled state are kept (each `None`: the default).
 #[derive(Deserialize, Debug, Default, Clone)]
@@ -67,8 +75,8 @@ pub const KNOWN_KINDS: [&str; 8] = [
 ];
 
 /// A retention as ms, `None` for `"never"`.
-fn kept(setting: &'static str, value: &str) -> Result<Option<i64>, ConfigError> {
-    let invalid = |message: String| ConfigError::Invalid { setting, message };
+fn kept(setting: &'static str, value: &str) -> Result<Option<i64>, RetentionError> {
+    let invalid = |message: String| RetentionError { setting, message };
     if value.trim() == "never" {
         return Ok(None);
     }
@@ -100,7 +108,7 @@ impl StateRetention {
 
 impl RetentionSettings {
     /// The policy these settings describe; errors name the setting.
-    pub fn policy(&self) -> Result<RetentionPolicy, ConfigError> {
+    pub fn policy(&self) -> Result<RetentionPolicy, RetentionError> {
         let mut events = BTreeMap::new();
         let defaults = StateRetention {
             completed: self.completed.clone(),
@@ -119,7 +127,7 @@ impl RetentionSettings {
         let mut kinds = BTreeMap::new();
         for (kind, states) in &self.kinds {
             if !KNOWN_KINDS.contains(&kind.as_str()) {
-                return Err(ConfigError::Invalid {
+                return Err(RetentionError {
                     setting: "retention.kinds",
                     message: format!(
                         "no event kind is named {kind:?}; the kinds are {}",
@@ -130,9 +138,9 @@ impl RetentionSettings {
             let mut own = BTreeMap::new();
             for (status, value) in states.each() {
                 if let Some(value) = value {
-                    let ms = kept("retention.kinds", value).map_err(|e| ConfigError::Invalid {
+                    let ms = kept("retention.kinds", value).map_err(|e| RetentionError {
                         setting: "retention.kinds",
-                        message: format!("{kind}.{}: {e}", status.as_str()),
+                        message: format!("{kind}.{}: {}", status.as_str(), e.message),
                     })?;
                     own.insert(status, ms);
                 }
@@ -141,19 +149,19 @@ impl RetentionSettings {
         }
         let chunk_rows = self.chunk_rows.unwrap_or(MAX_CHUNK_ROWS);
         if !(1..=MAX_CHUNK_ROWS).contains(&chunk_rows) {
-            return Err(ConfigError::Invalid {
+            return Err(RetentionError {
                 setting: "retention.chunk_rows",
                 message: format!("must be between 1 and {MAX_CHUNK_ROWS}"),
             });
         }
         let interval = self.interval.as_deref().unwrap_or(DEFAULT_INTERVAL);
-        let interval = kept("retention.interval", interval)?.ok_or(ConfigError::Invalid {
+        let interval = kept("retention.interval", interval)?.ok_or(RetentionError {
             setting: "retention.interval",
             message: "must be a duration, not \"never\" (set every retention to \"never\" to remove nothing)".into(),
         })?;
         if let Some(dir) = &self.archive_dir {
             if dir.as_os_str().is_empty() {
-                return Err(ConfigError::Invalid {
+                return Err(RetentionError {
                     setting: "retention.archive_dir",
                     message: "must name a folder".into(),
                 });
