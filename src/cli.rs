@@ -135,20 +135,33 @@ pub fn init_tracing(format: LogFormat) {
     };
 }
 
-/// Opens the store for a one-off command, refusing `memory://`: what the command
-/// wrote would vanish when it exits, and no server would ever see it.
-async fn open_lasting_store(
-    settings: &Settings,
-    command: &str,
-) -> anyhow::Result<crate::store::SqlStore> {
+/// Refuses `memory://` to a one-off command: what it wrote (or copied) would be
+/// another in-memory database than any server's, gone when it exits. `hint` ends
+/// the message.
+fn refuse_memory(settings: &Settings, command: &str, hint: &str) -> anyhow::Result<()> {
     if crate::store::Durability::of_url(&settings.database_url)
         == crate::store::Durability::Ephemeral
     {
         anyhow::bail!(
-            "database_url: `herald {command}` cannot use memory://, which lives only inside one `herald serve` process (its first admin's password comes from {})",
-            server::ADMIN_PASSWORD_ENV
+            "database_url: `herald {command}` cannot use memory://, which lives only inside one `herald serve` process{hint}"
         );
     }
+    Ok(())
+}
+
+/// Opens (and migrates) the store for a one-off command, refusing `memory://`.
+async fn open_lasting_store(
+    settings: &Settings,
+    command: &str,
+) -> anyhow::Result<crate::store::SqlStore> {
+    refuse_memory(
+        settings,
+        command,
+        &format!(
+            " (its first admin's password comes from {})",
+            server::ADMIN_PASSWORD_ENV
+        ),
+    )?;
     server::open_store(settings).await
 }
 
@@ -239,11 +252,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 settings.database_url = settings.approvals_url().to_string();
             }
             // Connect only: a backup must not migrate the store it copies.
-            if crate::store::Durability::of_url(&settings.database_url)
-                == crate::store::Durability::Ephemeral
-            {
-                anyhow::bail!("database_url: `herald backup` cannot copy memory://, which lives only inside one `herald serve` process");
-            }
+            refuse_memory(&settings, "backup", "")?;
             let store = crate::store::SqlStore::connect(&crate::store::StoreOptions {
                 url: settings.database_url.clone(),
                 max_connections: 1,

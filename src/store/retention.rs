@@ -436,10 +436,10 @@ impl RetentionStore for SqlStore {
             .map(|row| plan.table.to_json(row))
             .collect::<Result<Vec<_>, _>>()?;
         let keys: Vec<Vec<String>> = rows.iter().map(|row| key_of(plan.table, row)).collect();
-        let event_ids: Vec<String> = keys.iter().map(|key| key[0].clone()).collect();
 
-        let mut removed = ChunkRemoved::default();
         if let (Some(archive), true) = (archive, plan.archived) {
+            // Children hang off an event by its id, the key's one column.
+            let event_ids: Vec<String> = keys.iter().map(|key| key[0].clone()).collect();
             for child in plan.children {
                 let child_rows = self
                     .rows_where_in(&mut tx, child, "event_id", &event_ids)
@@ -467,9 +467,9 @@ impl RetentionStore for SqlStore {
             .delete_keys(&mut tx, plan.table, plan.table.key, &keys)
             .await?;
         tx.commit().await?;
-        removed.tables.push((plan.table.name, n));
-        removed.tables.extend(children);
-        Ok(removed)
+        let mut tables = vec![(plan.table.name, n)];
+        tables.extend(children);
+        Ok(ChunkRemoved { tables })
     }
 
     async fn oldest_retained(&self) -> Result<Vec<(DeliveryStatus, i64)>, StoreError> {

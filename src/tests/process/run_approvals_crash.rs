@@ -105,6 +105,19 @@ impl Scene {
         )
     }
 
+    /// Waits for `approval`'s prompt at the receiver, then approves it as the
+    /// admin; returns the prompt's event id.
+    async fn approve_once_prompted(&self, producer: &Producer, approval: &str) -> String {
+        let prompt = format!("approval_{approval}");
+        wait_for("the prompt", Duration::from_secs(30), async || {
+            self.receiver.arrivals().contains(&prompt)
+        })
+        .await;
+        let (status, decided) = producer.decide(&self.admin, approval, "approve").await;
+        assert_eq!(status, StatusCode::OK, "{decided}");
+        prompt
+    }
+
     async fn count(&self, store: &SqlStore, sql: &str, bind: &str) -> i64 {
         sqlx::query_scalar(&store.engine().sql(sql))
             .bind(bind)
@@ -207,13 +220,7 @@ async fn every_hop_survives_a_sigkill(jobs: Engine, approvals: Engine) {
         async || scene.event_status(&scene.jobs, &request).await.as_deref() == Some("completed"),
     )
     .await;
-    let prompt = format!("approval_{approval}");
-    wait_for("the prompt", Duration::from_secs(30), async || {
-        scene.receiver.arrivals().contains(&prompt)
-    })
-    .await;
-    let (status, decided) = producer.decide(&scene.admin, &approval, "approve").await;
-    assert_eq!(status, StatusCode::OK, "{decided}");
+    let prompt = scene.approve_once_prompted(&producer, &approval).await;
     reached(&marker, "the continuation's handler to claim it").await;
     herald.kill();
     assert_eq!(scene.run(&run).await.0, "awaiting_approval");
@@ -312,13 +319,7 @@ async fn a_continuation_waits_out_a_jobs_store_outage_longer_than_its_attempts()
     // One process holds the decided continuation (paused), a second one stands by.
     let (paused, producer, marker) = scene.spawn(Some((CONTINUATION_PAUSE, "continuing"))).await;
     let (run, approval, paused_seq) = scene.paused_run(&producer).await;
-    let prompt = format!("approval_{approval}");
-    wait_for("the prompt", Duration::from_secs(30), async || {
-        scene.receiver.arrivals().contains(&prompt)
-    })
-    .await;
-    let (status, decided) = producer.decide(&scene.admin, &approval, "approve").await;
-    assert_eq!(status, StatusCode::OK, "{decided}");
+    scene.approve_once_prompted(&producer, &approval).await;
     reached(&marker, "the continuation's handler to claim it").await;
     let (standby, _, _) = scene.spawn(None).await;
 
