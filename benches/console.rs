@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use herald::store::{Engine, SqlStore, StoreOptions};
 use sqlx::Executor;
 
-use testkit::bench::{admin_token, fresh_db, percentile, serve};
+use testkit::bench::{admin_token, fresh_db, peak_rss_mb, percentile, serve, Server};
 use testkit::TestDb;
 
 /// One run in this many has a `failed` delivery, one in `UNCERTAIN_EVERY` an
@@ -184,6 +184,67 @@ async fn time_page(
     )
 }
 
+/// `GET /admin/api/notification-outbox/export` of every event, read as it streams:
+/// rows, time, and the server's peak RSS before and after (flat: one page at a time).
+async fn export_over_http(client: &reqwest::Client, server: &Server, token: &str) -> String {
+    let pid = server.pid().to_string();
+    let before = peak_rss_mb(&pid);
+    let started = Instant::now();
+    let mut resp = client
+        .get(format!(
+            "{}/admin/api/notification-outbox/export",
+            server.base
+        ))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("export");
+    assert!(resp.status().is_success(), "export: {}", resp.status());
+    let mut rows = 0usize;
+    while let Some(chunk) = resp.chunk().await.expect("export body") {
+        rows += chunk.iter().filter(|b| **b == b'\n').count();
+    }
+    let took = started.elapsed().as_secs_f64();
+    format!(
+        "| `GET /admin/api/notification-outbox/export` (admin: payloads included) | {rows} | {took:.1} | {:.0} | `herald serve` {before:.0} MB before, {:.0} MB after |",
+        rows as f64 / took,
+        peak_rss_mb(&pid)
+    )
+}
+
+/// `herald events export` of every event to /dev/null under GNU time: rows, time
+/// and the command's own peak RSS.
+fn export_from_the_command_line(db_url: &str) -> String {
+    let herald = testkit::bench::herald();
+    let started = Instant::now();
+    let out = std::process::Command::new("/usr/bin/time")
+        .args(["-f", "peak_rss_kb=%M"])
+        .arg(herald.get_program())
+        .args(["events", "export", "--database-url", db_url])
+        .stdout(std::process::Stdio::null())
+        .output()
+        .expect("herald events export under /usr/bin/time");
+    let took = started.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let rows: f64 = stderr
+        .split("Exported ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0.0);
+    let peak_kb: f64 = stderr
+        .split("peak_rss_kb=")
+        .nth(1)
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0.0);
+    format!(
+        "| `herald events export > /dev/null` (no payloads) | {rows:.0} | {took:.1} | {:.0} | {:.0} MB |",
+        rows / took,
+        peak_kb / 1024.0
+    )
+}
+
 #[tokio::main]
 async fn main() {
     let args = parse_args();
@@ -220,6 +281,10 @@ async fn main() {
                 time_page(&client, &server.base, &token, &path, args.requests).await
             );
         }
+        println!("\n| reconciliation export of every event | rows | seconds | rows/s | peak RSS |");
+        println!("| --- | --- | --- | --- | --- |");
+        println!("{}", export_over_http(&client, &server, &token).await);
+        println!("{}", export_from_the_command_line(&db.url));
         drop(server);
         db.drop_db().await;
     }

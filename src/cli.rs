@@ -1,6 +1,7 @@
 //! The `herald` command line.
 
 use std::io::Read;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -9,6 +10,8 @@ use vocab::Role;
 use crate::auth::password::generate_password;
 use crate::config::{LogFormat, Settings, SettingsArgs};
 use crate::server;
+use crate::service::export::{EventExport, ExportQuery};
+use crate::store::ports::DeliveryReads;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -58,6 +61,27 @@ pub enum Command {
     Archive {
         #[command(subcommand)]
         command: ArchiveCommand,
+    },
+    /// Read the outbox's events (every store)
+    Events {
+        #[command(subcommand)]
+        command: EventsCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EventsCommand {
+    /// Write every matching event to standard output as NDJSON, newest first (to
+    /// reconcile sent event ids with a receiver's records); a count goes to
+    /// standard error
+    Export {
+        #[command(flatten)]
+        query: ExportQuery,
+        /// Include each event's frozen payload (business data: keep the output safe)
+        #[arg(long)]
+        with_payloads: bool,
+        #[command(flatten)]
+        settings: SettingsArgs,
     },
 }
 
@@ -241,6 +265,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Archive {
             command: ArchiveCommand::Verify { dir },
         } => verify_archive(&dir),
+        Command::Events {
+            command:
+                EventsCommand::Export {
+                    query,
+                    with_payloads,
+                    settings,
+                },
+        } => {
+            let settings = Settings::resolve(&settings)?;
+            init_tracing(settings.log_format);
+            export_events(&settings, &query, with_payloads).await
+        }
         Command::Backup {
             to,
             store,
@@ -253,11 +289,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             // Connect only: a backup must not migrate the store it copies.
             refuse_memory(&settings, "backup", "")?;
-            let store = crate::store::SqlStore::connect(&crate::store::StoreOptions {
-                url: settings.database_url.clone(),
-                max_connections: 1,
-            })
-            .await?;
+            let store = connect_existing(&settings.database_url).await?;
             let copied = store.backup_to(&to).await;
             store.close().await;
             let check = copied?;
@@ -271,6 +303,89 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Connects to a store a one-off command only reads or copies: never creating a
+/// SQLite file, never migrating.
+async fn connect_existing(url: &str) -> anyhow::Result<crate::store::SqlStore> {
+    let mut url = url.to_string();
+    if crate::store::Engine::from_url(&url)? == crate::store::Engine::Sqlite
+        && !url.contains("mode=")
+    {
+        url.push_str(if url.contains('?') {
+            "&mode=rw"
+        } else {
+            "?mode=rw"
+        });
+    }
+    let store = crate::store::SqlStore::connect(&crate::store::StoreOptions {
+        url: url.clone(),
+        max_connections: 1,
+    })
+    .await?;
+    Ok(store)
+}
+
+/// [`connect_existing`], refusing a database Herald has not migrated to this
+/// version (its tables would be missing or old).
+async fn connect_migrated(url: &str) -> anyhow::Result<crate::store::SqlStore> {
+    let store = connect_existing(url).await?;
+    if !store.is_ready().await {
+        store.close().await;
+        anyhow::bail!(
+            "{} is not a Herald store migrated to this version: run `herald migrate` with this binary, or check the URL",
+            crate::store::engine::redact_url(url)
+        );
+    }
+    Ok(store)
+}
+
+/// `herald events export`: the stores are connected to, not migrated (an export
+/// only reads), and the filter is checked before either is.
+async fn export_events(
+    settings: &Settings,
+    query: &ExportQuery,
+    with_payloads: bool,
+) -> anyhow::Result<()> {
+    use std::io::Write;
+    let filter = query.filter()?;
+    refuse_memory(settings, "events export", "")?;
+    let mut urls = vec![settings.database_url.clone()];
+    if settings.approvals_apart() {
+        urls.push(settings.approvals_url().to_string());
+    }
+    let mut stores = Vec::new();
+    for url in urls {
+        match connect_migrated(&url).await {
+            Ok(store) => stores.push(store),
+            Err(err) => {
+                for store in stores {
+                    store.close().await;
+                }
+                return Err(err);
+            }
+        }
+    }
+    let reads = stores
+        .iter()
+        .map(|store| Arc::new(store.clone()) as Arc<dyn DeliveryReads>)
+        .collect();
+    let mut export = EventExport::new(reads, filter, with_payloads);
+    let mut out = std::io::BufWriter::new(std::io::stdout());
+    let written = async {
+        while let Some(page) = export.next_page().await? {
+            out.write_all(&page)?;
+        }
+        out.flush()?;
+        anyhow::Ok(())
+    }
+    .await;
+    for store in stores {
+        store.close().await;
+    }
+    written.context("the export stopped before its end; what was written is incomplete")?;
+    eprintln!("Exported {} events.", export.exported());
+    Ok(())
 }
 
 fn verify_archive(dir: &std::path::Path) -> anyhow::Result<()> {

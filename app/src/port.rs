@@ -90,12 +90,14 @@ pub trait ApprovalsPort: Send + Sync + 'static {
         viewer: Option<&Viewer>,
         run_id: &str,
     ) -> Result<Vec<ApprovalDetailView>, ConsoleError>;
-    /// `action` is `approve`, `reject` or `recall`.
+    /// `action` is `approve`, `reject` or `recall`, under the idempotency `key`
+    /// the form sent.
     async fn act(
         &self,
         viewer: Option<&Viewer>,
         id: &str,
         action: &str,
+        key: &str,
     ) -> Result<ApprovalRow, ConsoleError>;
     async fn shelf(&self, viewer: Option<&Viewer>) -> Result<ReplayShelfView, ConsoleError>;
     /// Retries a failed replay as the operator saw it (in `expected_cycle`).

@@ -147,7 +147,7 @@ test("a reader sees approvals but no buttons", async ({ page, playwright, baseUR
 
   // The server function refuses the reader's forged decision, whatever the page shows.
   const forged = await page.request.post("/console-api/approval-action", {
-    form: { id: approval.id, action: "approve" },
+    form: { id: approval.id, action: "approve", key: "forged-1" },
     headers: { origin: baseURL! },
   });
   expect(forged.status()).toBe(403);

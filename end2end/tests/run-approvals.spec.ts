@@ -94,7 +94,7 @@ test("an operator who is not the approver sees no decision buttons, and a forged
   // The operator asked for it: it may recall it.
   await expect(card.getByTestId("recall-button")).toBeVisible();
   const forged = await page.request.post("/console-api/approval-action", {
-    form: { id: approvalId, action: "approve" },
+    form: { id: approvalId, action: "approve", key: "forged-1" },
     headers: { origin: baseURL! },
   });
   expect(forged.status()).toBe(403);

@@ -2,8 +2,10 @@
 //! redacted and keyset-paged, and its manual retry (the same service entry point as
 //! the console and `/api/v1`).
 
+use axum::body::Body;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
@@ -12,10 +14,12 @@ use app::dto::{AuditPage, BreakerClosed, BreakerView, DeliveryPage, DeliveryQuer
 use super::error::ApiError;
 use super::extract::{ApiQuery, MaybeViewer};
 use super::state::AppState;
+use crate::service::export::ExportQuery;
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/notification-outbox", get(list_outbox))
+        .route("/notification-outbox/export", get(export_outbox))
         .route(
             "/notification-outbox/{event_id}/retry",
             post(super::deliveries::retry_delivery),
@@ -38,6 +42,45 @@ async fn list_outbox(
     ApiQuery(query): ApiQuery<DeliveryQuery>,
 ) -> Result<Json<DeliveryPage>, ApiError> {
     Ok(Json(state.deliveries.list(viewer.as_ref(), query).await?))
+}
+
+/// `GET /admin/api/notification-outbox/export?since=&until=&status=&kind=&source=&parent=`:
+/// every matching event as NDJSON (`runs:read`; payloads with `data:read`),
+/// streamed a page at a time. A bad filter or a store that cannot be read is an
+/// error before any row; a store lost midway cuts the body short (an incomplete
+/// chunked transfer), so a partial export never passes for a whole one.
+async fn export_outbox(
+    State(state): State<AppState>,
+    MaybeViewer(viewer): MaybeViewer,
+    ApiQuery(query): ApiQuery<ExportQuery>,
+) -> Result<Response, ApiError> {
+    let mut export = state.deliveries.export(viewer.as_ref(), &query)?;
+    let first = export.next_page().await?;
+    let pages = futures_util::stream::unfold((first, export), |(ready, mut export)| async move {
+        let page = match ready {
+            Some(page) => Ok(Some(page)),
+            None => export.next_page().await,
+        };
+        match page {
+            Ok(Some(page)) => Some((Ok(page), (None, export))),
+            Ok(None) => None,
+            Err(err) => {
+                tracing::warn!(error = %err, exported = export.exported(), "an export stopped: a store could not be read");
+                Some((Err(std::io::Error::other(err.to_string())), (None, export)))
+            }
+        }
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/x-ndjson"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"herald-events.ndjson\"",
+            ),
+        ],
+        Body::from_stream(pages),
+    )
+        .into_response())
 }
 
 /// `GET /admin/api/audit?after=&limit=`.

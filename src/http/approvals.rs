@@ -11,7 +11,9 @@ use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery, MaybeViewer};
 use super::state::AppState;
 use crate::approvals::model::{Definition, DefinitionSpec};
-use crate::service::approvals::{ApprovalDetail, ApprovalView, ReplayStatus, SubmitRequest};
+use crate::service::approvals::{
+    ApprovalDetail, ApprovalView, Decision, ReplayStatus, SubmitRequest,
+};
 use crate::service::records::{RecordInput, RecordView};
 
 /// Routes under `/api/v1`.
@@ -165,27 +167,59 @@ async fn submit(
 }
 
 async fn approve(
-    State(state): State<AppState>,
-    MaybeViewer(viewer): MaybeViewer,
-    Path(id): Path<String>,
-) -> Result<Json<ApprovalView>, ApiError> {
-    Ok(Json(state.approvals.approve(viewer.as_ref(), &id).await?))
+    state: State<AppState>,
+    viewer: MaybeViewer,
+    id: Path<String>,
+    headers: axum::http::HeaderMap,
+) -> Result<axum::response::Response, ApiError> {
+    decide(state, viewer, id, headers, Decision::Approve).await
 }
 
 async fn reject(
-    State(state): State<AppState>,
-    MaybeViewer(viewer): MaybeViewer,
-    Path(id): Path<String>,
-) -> Result<Json<ApprovalView>, ApiError> {
-    Ok(Json(state.approvals.reject(viewer.as_ref(), &id).await?))
+    state: State<AppState>,
+    viewer: MaybeViewer,
+    id: Path<String>,
+    headers: axum::http::HeaderMap,
+) -> Result<axum::response::Response, ApiError> {
+    decide(state, viewer, id, headers, Decision::Reject).await
 }
 
 async fn recall(
+    state: State<AppState>,
+    viewer: MaybeViewer,
+    id: Path<String>,
+    headers: axum::http::HeaderMap,
+) -> Result<axum::response::Response, ApiError> {
+    decide(state, viewer, id, headers, Decision::Recall).await
+}
+
+/// `POST /api/v1/approvals/{id}/approve|reject|recall`; with an
+/// `Idempotency-Key`, a repeat gets the original answer and decides nothing
+/// (without one, a repeated approve could decide the next step).
+async fn decide(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
     Path(id): Path<String>,
-) -> Result<Json<ApprovalView>, ApiError> {
-    Ok(Json(state.approvals.recall(viewer.as_ref(), &id).await?))
+    headers: axum::http::HeaderMap,
+    decision: Decision,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let viewer = viewer.as_ref();
+    let Some(key) = super::idempotency::key_of(&headers)? else {
+        let approvals = &state.approvals;
+        let view = match decision {
+            Decision::Approve => approvals.approve(viewer, &id).await?,
+            Decision::Reject => approvals.reject(viewer, &id).await?,
+            Decision::Recall => approvals.recall(viewer, &id).await?,
+        };
+        return Ok(Json(view).into_response());
+    };
+    Ok(super::idempotency::respond(
+        state
+            .approvals
+            .decide_once(viewer, &id, decision, &key)
+            .await?,
+    ))
 }
 
 async fn replay_status(

@@ -19,6 +19,7 @@ use super::state::AppState;
 use crate::service::runs::{
     BatchTransitions, CreateRun, RunDetail, TransitionRequest, TransitionResponse,
 };
+use crate::service::ServiceError;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -120,25 +121,51 @@ async fn list_runs(
     Ok(Json(state.runs.list(viewer.as_ref(), query).await?))
 }
 
+/// `POST /api/v1/runs/{id}/transitions`; with an `Idempotency-Key`, a repeat
+/// gets the original answer (`Idempotent-Replayed: true`).
 async fn transition_run(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
     Path(id): Path<String>,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<TransitionRequest>,
-) -> Result<Json<TransitionResponse>, ApiError> {
-    Ok(Json(
-        state.runs.transition(viewer.as_ref(), &id, body).await?,
+) -> Result<Response, ApiError> {
+    let Some(key) = key_of(&headers)? else {
+        let moved = state.runs.transition(viewer.as_ref(), &id, body).await?;
+        return Ok(Json::<TransitionResponse>(moved).into_response());
+    };
+    Ok(respond(
+        state
+            .runs
+            .transition_once(viewer.as_ref(), &id, body, &key)
+            .await?,
     ))
 }
 
 /// `200` with one result per item, in order: `{"status": 200, "run", "notifications",
-/// "replayed"}` or `{"status": <its own code>, "error", "message", …}`.
+/// "replayed"}` or `{"status": <its own code>, "error", "message", …}`. With an
+/// `Idempotency-Key`, the whole batch and its answer commit together and a repeat
+/// gets that answer (`Idempotent-Replayed: true`).
 async fn transition_runs(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<BatchTransitions>,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    let results = state.runs.transition_batch(viewer.as_ref(), body).await?;
+) -> Result<Response, ApiError> {
+    let Some(key) = key_of(&headers)? else {
+        let results = state.runs.transition_batch(viewer.as_ref(), body).await?;
+        return Ok(Json(batch_answer(results)).into_response());
+    };
+    Ok(respond(
+        state
+            .runs
+            .transition_batch_once(viewer.as_ref(), body, &key, batch_answer)
+            .await?,
+    ))
+}
+
+/// A batch's answer: each item's outcome with its own status.
+fn batch_answer(results: Vec<Result<TransitionResponse, ServiceError>>) -> serde_json::Value {
     let items: Vec<serde_json::Value> = results
         .into_iter()
         .map(|result| match result {
@@ -155,7 +182,7 @@ async fn transition_runs(
             }
         })
         .collect();
-    Ok(Json(serde_json::json!({ "results": items })))
+    serde_json::json!({ "results": items })
 }
 
 async fn run_deliveries(

@@ -100,10 +100,67 @@ pub struct FailedReplay {
     pub payload: Option<serde_json::Value>,
 }
 
-/// What a submit made: its view, or (under a key) its answer.
-enum Submitted {
-    New(Box<ApprovalView>),
-    Answered(Answered),
+/// What a lifecycle call made: a fresh view, or — under a key a twin committed
+/// first — that twin's stored answer.
+enum Made {
+    Fresh(Box<ApprovalView>),
+    Repeat(Answered),
+}
+
+impl Made {
+    /// An unkeyed call's view (a call without a key has no twin).
+    fn fresh(self) -> Result<ApprovalView, ServiceError> {
+        match self {
+            Made::Fresh(view) => Ok(*view),
+            Made::Repeat(_) => Err(ServiceError::Internal(
+                "an unkeyed lifecycle call was answered from a key".into(),
+            )),
+        }
+    }
+
+    /// A keyed call's answer: the view it made (as its key stored it) or its twin's.
+    fn answered(self, status: u16) -> Result<Answered, ServiceError> {
+        match self {
+            Made::Fresh(view) => Ok(Answered {
+                status,
+                body: serde_json::to_value(&*view)
+                    .map_err(|e| ServiceError::Internal(e.to_string()))?,
+                replayed: false,
+            }),
+            Made::Repeat(answered) => Ok(answered),
+        }
+    }
+}
+
+/// The lifecycle calls that take an `Idempotency-Key`, each its own operation (a
+/// key sent with an approve cannot answer a reject).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Approve,
+    Reject,
+    Recall,
+}
+
+impl Decision {
+    pub fn parse(action: &str) -> Result<Decision, ServiceError> {
+        match action {
+            "approve" => Ok(Decision::Approve),
+            "reject" => Ok(Decision::Reject),
+            "recall" => Ok(Decision::Recall),
+            other => Err(ServiceError::invalid(
+                "action",
+                format!("unknown action {other:?}; expected approve, reject or recall"),
+            )),
+        }
+    }
+
+    fn operation(self) -> &'static str {
+        match self {
+            Decision::Approve => "approve_approval",
+            Decision::Reject => "reject_approval",
+            Decision::Recall => "recall_approval",
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -131,6 +188,10 @@ fn view(instance: Instance, committed_events: Vec<String>) -> ApprovalView {
         updated_at: format_ms(instance.updated_at_ms),
         committed_events,
     }
+}
+
+fn event_ids(events: &[NewEvent]) -> Vec<String> {
+    events.iter().map(|e| e.event_id.clone()).collect()
 }
 
 fn actor(viewer: &Viewer) -> ActorSnapshot {
@@ -314,12 +375,7 @@ impl ApprovalService {
         viewer: Option<&Viewer>,
         request: SubmitRequest,
     ) -> Result<ApprovalView, ServiceError> {
-        match self.submit_keyed(viewer, request, None).await? {
-            Submitted::New(view) => Ok(*view),
-            Submitted::Answered(_) => Err(ServiceError::Internal(
-                "an unkeyed submit was answered from a key".into(),
-            )),
-        }
+        self.submit_keyed(viewer, request, None).await?.fresh()
     }
 
     /// [`ApprovalService::submit`] under an idempotency key: the approval and the
@@ -336,12 +392,66 @@ impl ApprovalService {
         if let Some(earlier) = keyed.earlier(&*self.store).await? {
             return Ok(earlier);
         }
-        match self.submit_keyed(viewer, request, Some(&keyed)).await? {
-            Submitted::Answered(answered) => Ok(answered),
-            Submitted::New(_) => Err(ServiceError::Internal(
-                "a keyed submit was not answered".into(),
-            )),
+        self.submit_keyed(viewer, request, Some(&keyed))
+            .await?
+            .answered(201)
+    }
+
+    /// Approve, reject or recall under an idempotency key (the console's forms
+    /// send one too): the decision and the key's answer commit together, and a
+    /// repeat — a double click, a retry after a lost answer — gets the original
+    /// answer instead of deciding the next step.
+    pub async fn decide_once(
+        &self,
+        viewer: Option<&Viewer>,
+        id: &str,
+        decision: Decision,
+        key: &IdempotencyKey,
+    ) -> Result<Answered, ServiceError> {
+        let who = viewer.ok_or(ServiceError::Unauthenticated)?;
+        let keyed = Keyed::new(&who.name, key, decision.operation(), &id);
+        if let Some(earlier) = keyed.earlier(&*self.store).await? {
+            return Ok(earlier);
         }
+        let made = match decision {
+            Decision::Approve => {
+                self.decide(viewer, id, LifecycleEvent::Approve, Some(&keyed))
+                    .await?
+            }
+            Decision::Reject => {
+                self.decide(viewer, id, LifecycleEvent::Reject, Some(&keyed))
+                    .await?
+            }
+            Decision::Recall => self.recall_keyed(viewer, id, Some(&keyed)).await?,
+        };
+        made.answered(200)
+    }
+
+    /// Claims `keyed` (when given) first thing in `tx`: `Some` is the answer of
+    /// a twin that committed first, to return instead of acting.
+    async fn claim(
+        &self,
+        keyed: Option<&Keyed>,
+        tx: &mut WriteTx,
+    ) -> Result<Option<Made>, ServiceError> {
+        match keyed {
+            Some(keyed) => Ok(keyed.claim_in(&*self.store, tx).await?.map(Made::Repeat)),
+            None => Ok(None),
+        }
+    }
+
+    /// Stores `made` as `keyed`'s answer (when given) in the call's own `tx`.
+    async fn answer(
+        &self,
+        keyed: Option<&Keyed>,
+        tx: &mut WriteTx,
+        status: u16,
+        made: &ApprovalView,
+    ) -> Result<(), ServiceError> {
+        if let Some(keyed) = keyed {
+            keyed.answer_in(&*self.store, tx, status, made).await?;
+        }
+        Ok(())
     }
 
     async fn submit_keyed(
@@ -349,7 +459,7 @@ impl ApprovalService {
         viewer: Option<&Viewer>,
         request: SubmitRequest,
         keyed: Option<&Keyed>,
-    ) -> Result<Submitted, ServiceError> {
+    ) -> Result<Made, ServiceError> {
         let viewer = require(viewer, Permission::ApprovalsSubmit)?;
         let definition = self
             .store
@@ -371,10 +481,8 @@ impl ApprovalService {
             ));
         }
         let mut tx = self.store.begin_write().await?;
-        if let Some(keyed) = keyed {
-            if let Some(twin) = keyed.claim_in(&*self.store, &mut tx).await? {
-                return Ok(Submitted::Answered(twin));
-            }
+        if let Some(twin) = self.claim(keyed, &mut tx).await? {
+            return Ok(twin);
         }
         let record = self
             .store
@@ -424,22 +532,11 @@ impl ApprovalService {
             LifecycleEvent::Submit,
             &viewer.name,
         ));
-        let ids: Vec<String> = events.iter().map(|e| e.event_id.clone()).collect();
-        let submitted = view(instance, ids);
-        let answered = match keyed {
-            Some(keyed) => Some(
-                keyed
-                    .answer_in(&*self.store, &mut tx, 201, &submitted)
-                    .await?,
-            ),
-            None => None,
-        };
+        let submitted = view(instance, event_ids(&events));
+        self.answer(keyed, &mut tx, 201, &submitted).await?;
         self.commit(tx, &events).await?;
         tracing::info!(approval_id = %submitted.id, definition = %definition.id, by = %viewer.name, "approval submitted");
-        Ok(match answered {
-            Some(answered) => Submitted::Answered(answered),
-            None => Submitted::New(Box::new(submitted)),
-        })
+        Ok(Made::Fresh(Box::new(submitted)))
     }
 
     pub async fn approve(
@@ -447,7 +544,9 @@ impl ApprovalService {
         viewer: Option<&Viewer>,
         id: &str,
     ) -> Result<ApprovalView, ServiceError> {
-        self.decide(viewer, id, LifecycleEvent::Approve).await
+        self.decide(viewer, id, LifecycleEvent::Approve, None)
+            .await?
+            .fresh()
     }
 
     pub async fn reject(
@@ -455,7 +554,9 @@ impl ApprovalService {
         viewer: Option<&Viewer>,
         id: &str,
     ) -> Result<ApprovalView, ServiceError> {
-        self.decide(viewer, id, LifecycleEvent::Reject).await
+        self.decide(viewer, id, LifecycleEvent::Reject, None)
+            .await?
+            .fresh()
     }
 
     async fn open_instance(
@@ -498,9 +599,13 @@ impl ApprovalService {
         viewer: Option<&Viewer>,
         id: &str,
         event: LifecycleEvent,
-    ) -> Result<ApprovalView, ServiceError> {
+        keyed: Option<&Keyed>,
+    ) -> Result<Made, ServiceError> {
         let viewer = viewer.ok_or(ServiceError::Unauthenticated)?;
         let mut tx = self.store.begin_write().await?;
+        if let Some(twin) = self.claim(keyed, &mut tx).await? {
+            return Ok(twin);
+        }
         let (instance, definition) = self.open_instance(&mut tx, id, event).await?;
         let step_index = instance.step_index;
         let step = definition.steps.get(step_index as usize).ok_or_else(|| {
@@ -585,9 +690,11 @@ impl ApprovalService {
             }
             decided
         };
-        let ids = self.commit(tx, &events).await?;
-        tracing::info!(approval_id = %instance.id, event = event.as_str(), by = %viewer.name, "approval decided");
-        Ok(view(instance, ids))
+        let decided = view(instance, event_ids(&events));
+        self.answer(keyed, &mut tx, 200, &decided).await?;
+        self.commit(tx, &events).await?;
+        tracing::info!(approval_id = %decided.id, event = event.as_str(), by = %viewer.name, "approval decided");
+        Ok(Made::Fresh(Box::new(decided)))
     }
 
     /// Recall: resolves the Recall FieldUpdates (lookups included) inside the
@@ -598,8 +705,20 @@ impl ApprovalService {
         viewer: Option<&Viewer>,
         id: &str,
     ) -> Result<ApprovalView, ServiceError> {
+        self.recall_keyed(viewer, id, None).await?.fresh()
+    }
+
+    async fn recall_keyed(
+        &self,
+        viewer: Option<&Viewer>,
+        id: &str,
+        keyed: Option<&Keyed>,
+    ) -> Result<Made, ServiceError> {
         let viewer = require(viewer, Permission::ApprovalsSubmit)?;
         let mut tx = self.store.begin_write().await?;
+        if let Some(twin) = self.claim(keyed, &mut tx).await? {
+            return Ok(twin);
+        }
         let (instance, definition) = self
             .open_instance(&mut tx, id, LifecycleEvent::Recall)
             .await?;
@@ -680,9 +799,11 @@ impl ApprovalService {
                     .continuation(&removed, RunDecision::Recalled, &viewer.name),
             );
         }
-        let ids = self.commit(tx, &events).await?;
-        tracing::info!(approval_id = %removed.id, by = %viewer.name, events = ids.len(), "approval recalled");
-        Ok(view(removed, ids))
+        let recalled = view(removed, event_ids(&events));
+        self.answer(keyed, &mut tx, 200, &recalled).await?;
+        self.commit(tx, &events).await?;
+        tracing::info!(approval_id = %recalled.id, by = %viewer.name, events = events.len(), "approval recalled");
+        Ok(Made::Fresh(Box::new(recalled)))
     }
 
     /// Resolves `field_path` from the instance's record: each `Rel.` hop follows
@@ -771,18 +892,16 @@ impl ApprovalService {
         Ok(())
     }
 
-    async fn commit(
-        &self,
-        mut tx: WriteTx,
-        events: &[NewEvent],
-    ) -> Result<Vec<String>, ServiceError> {
+    /// Commits `tx` with `events` enqueued in it (their ids are the call's
+    /// `committed_events`, known before the commit so a key's answer holds them).
+    async fn commit(&self, mut tx: WriteTx, events: &[NewEvent]) -> Result<(), ServiceError> {
         match &self.outbox {
             Some(outbox) => {
                 for event in events {
                     outbox.enqueue_in(&mut tx, event).await?;
                 }
                 outbox.commit(tx).await?;
-                Ok(events.iter().map(|e| e.event_id.clone()).collect())
+                Ok(())
             }
             // Approvers who are never prompted, or alerts that never go out, would
             // leave a process stuck while it looks healthy: a transition that owes
@@ -801,7 +920,7 @@ impl ApprovalService {
                 tx.commit()
                     .await
                     .map_err(|e| ServiceError::Internal(e.to_string()))?;
-                Ok(Vec::new())
+                Ok(())
             }
         }
     }

@@ -295,6 +295,25 @@ impl DeliveryService {
         })
     }
 
+    /// Every event matching `query` in every store, as an export to page through
+    /// (`runs:read`; payloads only with `data:read`). The filter is checked here,
+    /// before anything is read.
+    pub fn export(
+        &self,
+        viewer: Option<&Viewer>,
+        query: &super::export::ExportQuery,
+    ) -> Result<super::export::EventExport, ServiceError> {
+        let viewer = require(viewer, Permission::RunsRead)?;
+        self.require_durable()?;
+        let filter = query.filter()?;
+        let stores = self.parts.iter().map(|part| part.reads.clone()).collect();
+        Ok(super::export::EventExport::new(
+            stores,
+            filter,
+            viewer.can(Permission::DataRead),
+        ))
+    }
+
     /// How many deliveries a bulk retry of `query` would retry. Operators and admins.
     pub async fn bulk_preview(
         &self,
@@ -545,7 +564,7 @@ impl DeliveryService {
 }
 
 /// The filter a query names (without its cursor and page size).
-fn filter_of(query: &DeliveryQuery) -> Result<EventFilter, ServiceError> {
+pub(crate) fn filter_of(query: &DeliveryQuery) -> Result<EventFilter, ServiceError> {
     let statuses = match non_empty(query.status.clone()) {
         None => Vec::new(),
         Some(value) => DeliveryFilter::parse(&value)

@@ -7,6 +7,7 @@ pub mod creations;
 pub mod deliveries;
 pub mod destinations;
 pub mod error_class;
+pub mod export;
 pub mod idempotency;
 pub mod records;
 pub mod run_approvals;

@@ -16,6 +16,7 @@ use super::{format_ms, parse_instant, require, ServiceError};
 use crate::batcher::Batcher;
 use crate::jobs::JobsPlanner;
 use crate::outbox::best_effort::BestEffortSender;
+use crate::outbox::model::NewEvent;
 use crate::outbox::test_pause::TestPause;
 use crate::outbox::Outbox;
 use crate::routes::validate_url;
@@ -44,7 +45,7 @@ pub struct CreateRun {
 }
 
 /// The body of `POST /api/v1/runs/{id}/transitions`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TransitionRequest {
     pub to: RunStatus,
@@ -59,14 +60,14 @@ pub struct TransitionRequest {
 pub const MAX_BATCH_TRANSITIONS: usize = 500;
 
 /// The body of `POST /api/v1/runs/transitions`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchTransitions {
     pub transitions: Vec<BatchItem>,
 }
 
 /// One item of a batch: a run and where it moves.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchItem {
     pub run_id: String,
@@ -130,6 +131,10 @@ pub struct RunService {
     create_pause: Arc<Option<TestPause>>,
 }
 
+/// How a batch's answer is written (the HTTP layer's: one item per transition,
+/// each with its own status), so a keyed batch stores exactly what it answers.
+pub type RenderBatch = fn(Vec<Result<TransitionResponse, ServiceError>>) -> serde_json::Value;
+
 /// Test-only (`outbox::test_pause`): `committed` pauses a create under an
 /// idempotency key after its commit, before its answer (a lost answer).
 pub const CREATE_PAUSE_ENV: &str = "HERALD_TEST_PAUSE_CREATE";
@@ -187,15 +192,17 @@ impl RunService {
 
     /// The batcher transitions go through, started with this service's settings.
     fn transitions(&self) -> &Batcher<TransitionItem, TransitionOutcome> {
-        self.transitions.get_or_init(|| {
-            TransitionWriter::new(
-                self.repo.clone(),
-                self.outbox.clone(),
-                self.planner.clone(),
-                self.best_effort.is_none(),
-            )
-            .start()
-        })
+        self.transitions.get_or_init(|| self.writer().start())
+    }
+
+    /// What writes transitions, with this service's settings.
+    fn writer(&self) -> TransitionWriter {
+        TransitionWriter::new(
+            self.repo.clone(),
+            self.outbox.clone(),
+            self.planner.clone(),
+            self.best_effort.is_none(),
+        )
     }
 
     /// The most requests one batch of transitions and one of creations has held so
@@ -226,24 +233,7 @@ impl RunService {
         request: TransitionRequest,
     ) -> Result<TransitionResponse, ServiceError> {
         let viewer = require(viewer, Permission::RunsWrite)?;
-        let result = match &request.result {
-            None | Some(serde_json::Value::Null) => None,
-            Some(value) => {
-                let text = serde_json::to_string(value)
-                    .map_err(|e| ServiceError::invalid("result", e.to_string()))?;
-                if text.len() > self.max_result_bytes {
-                    return Err(ServiceError::TooLarge {
-                        field: "result",
-                        message: format!(
-                            "is {} bytes of JSON; the limit is {} (max_result_bytes)",
-                            text.len(),
-                            self.max_result_bytes
-                        ),
-                    });
-                }
-                Some(text)
-            }
-        };
+        let result = self.result_text(request.result.as_ref())?;
         let to = request.to;
         if let Some(ask) = request.approval {
             return self.request_approval(viewer, id, to, ask, result).await;
@@ -259,31 +249,202 @@ impl RunService {
             })
             .await
             .map_err(|lost| ServiceError::Internal(lost.to_string()))??;
+        let (response, best_effort) = self.answer_of(moved, viewer);
+        if let Some(sender) = &self.best_effort {
+            sender.send(best_effort);
+        }
+        Ok(response)
+    }
+
+    /// A request's result as stored JSON text, held to `max_result_bytes`.
+    fn result_text(
+        &self,
+        result: Option<&serde_json::Value>,
+    ) -> Result<Option<String>, ServiceError> {
+        let Some(value) = result.filter(|v| !v.is_null()) else {
+            return Ok(None);
+        };
+        let text = serde_json::to_string(value)
+            .map_err(|e| ServiceError::invalid("result", e.to_string()))?;
+        if text.len() > self.max_result_bytes {
+            return Err(ServiceError::TooLarge {
+                field: "result",
+                message: format!(
+                    "is {} bytes of JSON; the limit is {} (max_result_bytes)",
+                    text.len(),
+                    self.max_result_bytes
+                ),
+            });
+        }
+        Ok(Some(text))
+    }
+
+    /// What a transition answers, and the events to hand to the best-effort
+    /// sender (none with a durable outbox: they were enqueued with the move).
+    fn answer_of(&self, moved: Moved, viewer: &Viewer) -> (TransitionResponse, Vec<NewEvent>) {
         let (run, events) = match moved {
             Moved::Replayed(current) => {
-                return Ok(TransitionResponse {
+                let replay = TransitionResponse {
                     run: detail(current, viewer),
                     notifications: Vec::new(),
                     replayed: true,
-                })
+                };
+                return (replay, Vec::new());
             }
             Moved::Transitioned { run, events } => (run, events),
         };
-        if let Some(sender) = &self.best_effort {
-            tracing::info!(run_id = %run.id, status = to.as_str(), best_effort_notifications = events.len(), by = %viewer.name, "run transitioned");
-            sender.send(events);
-            return Ok(TransitionResponse {
+        let status = run.status.as_str();
+        if self.best_effort.is_some() {
+            tracing::info!(run_id = %run.id, status, best_effort_notifications = events.len(), by = %viewer.name, "run transitioned");
+            let moved = TransitionResponse {
                 run: detail(run, viewer),
                 notifications: Vec::new(),
                 replayed: false,
-            });
+            };
+            return (moved, events);
         }
-        tracing::info!(run_id = %run.id, status = to.as_str(), notifications = events.len(), by = %viewer.name, "run transitioned");
-        Ok(TransitionResponse {
+        tracing::info!(run_id = %run.id, status, notifications = events.len(), by = %viewer.name, "run transitioned");
+        let moved = TransitionResponse {
             run: detail(run, viewer),
             notifications: events.into_iter().map(|e| e.event_id).collect(),
             replayed: false,
+        };
+        (moved, Vec::new())
+    }
+
+    /// [`RunService::transition`] under an idempotency key: the move and the key's
+    /// answer commit in one write unit, and a repeat gets the original answer. A
+    /// refused move (404, 409, …) stores nothing: its repeat is judged afresh. A
+    /// move that asks for an approval takes no key: that ask is idempotent by
+    /// itself (a repeat answers `replayed`).
+    pub async fn transition_once(
+        &self,
+        viewer: Option<&Viewer>,
+        id: &str,
+        request: TransitionRequest,
+        key: &IdempotencyKey,
+    ) -> Result<Answered, ServiceError> {
+        let viewer = require(viewer, Permission::RunsWrite)?.clone();
+        if request.approval.is_some() {
+            return Err(ServiceError::invalid(
+                "Idempotency-Key",
+                "is not taken on a move that asks for an approval: that move is idempotent by itself (a repeat answers \"replayed\": true)",
+            ));
+        }
+        let keyed = Keyed::new(&viewer.name, key, "transition_run", &(id, &request));
+        if let Some(earlier) = keyed.earlier(&*keyed_store(&self.keys)?).await? {
+            return Ok(earlier);
+        }
+        let item = TransitionItem {
+            run_id: id.to_string(),
+            to: request.to,
+            result: self.result_text(request.result.as_ref())?,
+        };
+        self.write_keyed(keyed, vec![Ok(item)], &viewer, |mut outcomes| {
+            let response = outcomes.pop().unwrap_or_else(|| {
+                Err(ServiceError::Internal("a transition was skipped".into()))
+            })?;
+            Ok((200, serde_json::to_value(response)))
         })
+        .await
+    }
+
+    /// [`RunService::transition_batch`] under an idempotency key: every move of
+    /// the batch and the key's answer (`render`ed, each item's own outcome in it)
+    /// commit in one write unit, and a repeat gets the original answer.
+    pub async fn transition_batch_once(
+        &self,
+        viewer: Option<&Viewer>,
+        batch: BatchTransitions,
+        key: &IdempotencyKey,
+        render: RenderBatch,
+    ) -> Result<Answered, ServiceError> {
+        let viewer = require(viewer, Permission::RunsWrite)?.clone();
+        check_batch_size(batch.transitions.len())?;
+        let keyed = Keyed::new(&viewer.name, key, "transition_runs", &batch);
+        if let Some(earlier) = keyed.earlier(&*keyed_store(&self.keys)?).await? {
+            return Ok(earlier);
+        }
+        let items = batch
+            .transitions
+            .into_iter()
+            .map(|item| {
+                Ok(TransitionItem {
+                    result: self.result_text(item.result.as_ref())?,
+                    run_id: item.run_id,
+                    to: item.to,
+                })
+            })
+            .collect();
+        self.write_keyed(keyed, items, &viewer, move |outcomes| {
+            Ok((200, Ok(render(outcomes))))
+        })
+        .await
+    }
+
+    /// One keyed write unit of transitions: claims the key, moves the `items`
+    /// that passed their checks (the others keep their errors), and stores what
+    /// `answer` makes of the outcomes as the key's answer. An `Err` from `answer`
+    /// stores nothing (the unit rolls back).
+    async fn write_keyed<A>(
+        &self,
+        keyed: Keyed,
+        items: Vec<Result<TransitionItem, ServiceError>>,
+        viewer: &Viewer,
+        answer: A,
+    ) -> Result<Answered, ServiceError>
+    where
+        A: FnOnce(
+                Vec<Result<TransitionResponse, ServiceError>>,
+            )
+                -> Result<(u16, serde_json::Result<serde_json::Value>), ServiceError>
+            + Send
+            + 'static,
+    {
+        let keys = keyed_store(&self.keys)?;
+        let (service, viewer) = (self.clone(), viewer.clone());
+        let writer = self.writer();
+        let (answered, best_effort) = self
+            .outbox
+            .write(move |tx| {
+                Box::pin(async move {
+                    if let Some(twin) = keyed.claim_in(&*keys, tx).await? {
+                        return Ok::<_, ServiceError>((twin, Vec::new()));
+                    }
+                    let checked: Vec<TransitionItem> = items
+                        .iter()
+                        .filter_map(|i| i.as_ref().ok().cloned())
+                        .collect();
+                    let mut moved = writer.write_in(tx, checked).await?.into_iter();
+                    let mut best_effort = Vec::new();
+                    let mut outcomes = Vec::with_capacity(items.len());
+                    for item in items {
+                        outcomes.push(match item {
+                            Err(refused) => Err(refused),
+                            Ok(_) => match moved.next() {
+                                Some(Ok(done)) => {
+                                    let (response, events) = service.answer_of(done, &viewer);
+                                    best_effort.extend(events);
+                                    Ok(response)
+                                }
+                                Some(Err(refused)) => Err(refused),
+                                None => {
+                                    Err(ServiceError::Internal("a transition was skipped".into()))
+                                }
+                            },
+                        });
+                    }
+                    let (status, body) = answer(outcomes)?;
+                    let body = body.map_err(|e| ServiceError::Internal(e.to_string()))?;
+                    let answered = keyed.answer_in(&*keys, tx, status, &body).await?;
+                    Ok((answered, best_effort))
+                })
+            })
+            .await?;
+        if let Some(sender) = &self.best_effort {
+            sender.send(best_effort);
+        }
+        Ok(answered)
     }
 
     /// A move to `awaiting_approval` that asks for an approval: committed with its
@@ -341,12 +502,7 @@ impl RunService {
     ) -> Result<Vec<Result<TransitionResponse, ServiceError>>, ServiceError> {
         let viewer = require(viewer, Permission::RunsWrite)?.clone();
         let n = batch.transitions.len();
-        if n == 0 || n > MAX_BATCH_TRANSITIONS {
-            return Err(ServiceError::invalid(
-                "transitions",
-                format!("holds {n} items; a batch holds 1 to {MAX_BATCH_TRANSITIONS}"),
-            ));
-        }
+        check_batch_size(n)?;
         let mut tasks = tokio::task::JoinSet::new();
         for (index, item) in batch.transitions.into_iter().enumerate() {
             let (service, viewer) = (self.clone(), viewer.clone());
@@ -404,11 +560,7 @@ impl RunService {
         key: &IdempotencyKey,
     ) -> Result<Answered, ServiceError> {
         let viewer = require(viewer, Permission::RunsWrite)?.clone();
-        let Some(keys) = self.keys.clone() else {
-            return Err(ServiceError::CapabilityUnavailable(
-                "idempotency keys are not kept on this server".into(),
-            ));
-        };
+        let keys = keyed_store(&self.keys)?;
         let keyed = Keyed::new(&viewer.name, key, "create_run", &input);
         if let Some(earlier) = keyed.earlier(&*keys).await? {
             return Ok(earlier);
@@ -552,6 +704,25 @@ impl RunService {
                 .await?,
         })
     }
+}
+
+fn check_batch_size(n: usize) -> Result<(), ServiceError> {
+    if n == 0 || n > MAX_BATCH_TRANSITIONS {
+        return Err(ServiceError::invalid(
+            "transitions",
+            format!("holds {n} items; a batch holds 1 to {MAX_BATCH_TRANSITIONS}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Where this server keeps idempotency keys, or why a keyed request is refused.
+fn keyed_store(
+    keys: &Option<Arc<dyn IdempotencyKeys>>,
+) -> Result<Arc<dyn IdempotencyKeys>, ServiceError> {
+    keys.clone().ok_or_else(|| {
+        ServiceError::CapabilityUnavailable("idempotency keys are not kept on this server".into())
+    })
 }
 
 fn validate_new_run(input: CreateRun) -> Result<NewRun, ServiceError> {

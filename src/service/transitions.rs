@@ -86,7 +86,7 @@ impl TransitionWriter {
             .await
     }
 
-    async fn write_in(
+    pub(crate) async fn write_in(
         &self,
         tx: &mut WriteTx,
         items: Vec<TransitionItem>,

@@ -53,11 +53,18 @@ pub async fn run_approvals(run_id: String) -> Result<Vec<ApprovalDetailView>, Fa
         .map_err(server::fail)
 }
 
+/// `key` names the decision the operator saw the buttons for
+/// ([`decision_key`]): a second click, or a resend after a lost answer, gets the
+/// first answer instead of deciding the next step.
 #[server(prefix = "/console-api", endpoint = "approval-action")]
-pub async fn act_on_approval(id: String, action: String) -> Result<ApprovalRow, Failure> {
+pub async fn act_on_approval(
+    id: String,
+    action: String,
+    key: String,
+) -> Result<ApprovalRow, Failure> {
     let viewer = server::viewer();
     server::port()?
-        .act(viewer.as_ref(), &id, &action)
+        .act(viewer.as_ref(), &id, &action, &key)
         .await
         .map_err(server::fail)
 }
@@ -78,4 +85,11 @@ pub async fn retry_replay(event_id: String, expected_cycle: i64) -> Result<(), F
         .retry_replay(viewer.as_ref(), &event_id, expected_cycle)
         .await
         .map_err(server::fail)
+}
+
+/// The idempotency key of one decision as the operator saw it: this action on this
+/// step of this approval (a legitimate second decision is on another step, or
+/// another action).
+pub fn decision_key(approval_id: &str, step: i64, action: &str) -> String {
+    format!("console:{action}:{approval_id}:step-{step}")
 }

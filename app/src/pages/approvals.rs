@@ -9,7 +9,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 use crate::api::approvals::{
-    approval_detail, list_approvals, replay_shelf, ActOnApproval, RetryReplay,
+    approval_detail, decision_key, list_approvals, replay_shelf, ActOnApproval, RetryReplay,
 };
 use crate::components::{CapabilityNotice, ScrollingTable, TopBar};
 use crate::dto::{ApprovalDetailView, ApprovalRow, ReplayShelfView};
@@ -173,15 +173,21 @@ pub fn ApprovalCard(detail: ApprovalDetailView, act: ServerAction<ActOnApproval>
     } = detail;
     let pending = approval.status == "pending";
     let approval_id = approval.id.clone();
+    let step = approval.step;
     let button = move |action: &'static str, label: &'static str| {
         let id = approval_id.clone();
+        let key = decision_key(&id, step, action);
         view! {
             <button
                 class="button"
                 data-testid=format!("{action}-button")
                 disabled=move || act.pending().get()
                 on:click=move |_| {
-                    act.dispatch(ActOnApproval { id: id.clone(), action: action.to_string() });
+                    act.dispatch(ActOnApproval {
+                        id: id.clone(),
+                        action: action.to_string(),
+                        key: key.clone(),
+                    });
                 }
             >
                 {label}

@@ -13,8 +13,9 @@ use vocab::{DeliveryStatus, Permission, Role, Viewer};
 
 use crate::approvals::model::kinds;
 use crate::http::error::console_error;
-use crate::service::approvals::{ApprovalDetail, ApprovalService, ApprovalView};
+use crate::service::approvals::{ApprovalDetail, ApprovalService, ApprovalView, Decision};
 use crate::service::deliveries::{DeliveryService, RetryRequest};
+use crate::service::idempotency::IdempotencyKey;
 use crate::service::ServiceError;
 
 pub struct ApprovalsConsole {
@@ -138,17 +139,19 @@ impl ApprovalsPort for ApprovalsConsole {
         viewer: Option<&Viewer>,
         id: &str,
         action: &str,
+        key: &str,
     ) -> Result<ApprovalRow, ConsoleError> {
-        let result = match action {
-            "approve" => self.approvals.approve(viewer, id).await,
-            "reject" => self.approvals.reject(viewer, id).await,
-            "recall" => self.approvals.recall(viewer, id).await,
-            other => Err(ServiceError::invalid(
-                "action",
-                format!("unknown action {other:?}; expected approve, reject or recall"),
-            )),
+        let decided = async {
+            let decision = Decision::parse(action)?;
+            let key = IdempotencyKey::parse(key)?;
+            let answered = self
+                .approvals
+                .decide_once(viewer, id, decision, &key)
+                .await?;
+            serde_json::from_value::<ApprovalView>(answered.body)
+                .map_err(|e| ServiceError::Internal(format!("a decision's stored answer: {e}")))
         };
-        result.map(row).map_err(console_error)
+        decided.await.map(row).map_err(console_error)
     }
 
     async fn shelf(&self, viewer: Option<&Viewer>) -> Result<ReplayShelfView, ConsoleError> {

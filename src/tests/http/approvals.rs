@@ -418,7 +418,11 @@ async fn bad_requests_and_forbidden_calls_are_answered_with_messages_that_name_t
     let approval = api.submit(&operator, deal["id"].as_str().unwrap()).await;
     let forged = reader_browser
         .post(server.url("/console-api/approval-action"))
-        .form(&[("id", approval.as_str()), ("action", "approve")])
+        .form(&[
+            ("id", approval.as_str()),
+            ("action", "approve"),
+            ("key", "forged-1"),
+        ])
         .send()
         .await
         .unwrap();

@@ -7,6 +7,7 @@ mod approvals;
 mod batch_transitions;
 mod config_notices;
 mod console;
+mod export;
 mod idempotency;
 mod locked_store;
 mod memory_store;
