@@ -2,7 +2,7 @@
 //! transitions of pre-created runs to a verifying receiver, commit → receiver
 //! latency, Herald's CPU and peak RSS, and the bare loopback ceiling.
 //!
-//! `cargo bench --bench e2e -- [sqlite|postgres] [closed] [concurrency N] [runs N] [rate N] [seconds N] [repeat N] [connections N]`
+//! `cargo bench --bench e2e -- [sqlite|postgres] [closed] [concurrency N] [runs N] [rate N] [seconds N] [repeat N] [connections N] [soak DURATION]`
 //!
 //! Three processes: the release `herald serve` on a fresh database; this process,
 //! which is the receiver (it verifies every Standard Webhooks signature and counts
@@ -16,6 +16,11 @@
 //! Without `rate`, both a closed-loop run (`runs`, default 20,000) and an open-loop
 //! run at 1,000/s for 10 s are made (`closed`: only the closed-loop run). `repeat` runs everything that many times.
 //! `connections` sets Herald's `--database-max-connections` (default 8).
+//! `soak DURATION` (with `rate` and `seconds`): over time rather than at speed — no
+//! runs are made in advance, each tick creates its run and moves it, Herald keeps
+//! settled events and finished runs DURATION long (`[retention]`), and every
+//! minute Herald's RSS, the database's size and the rows retention removed are
+//! printed beside that minute's commit → receiver p50 / p99.
 //! PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
 //! Figures go to stdout as Markdown table rows for docs/BENCHMARKS.md.
 
@@ -29,7 +34,7 @@ use base64::Engine as _;
 use herald::store::Engine;
 
 use testkit::bench::{
-    admin_token, cpu_time, cpu_time_of_all, fresh_db, peak_rss_mb, percentile, serve,
+    admin_token, cpu_time, cpu_time_of_all, fresh_db, peak_rss_mb, percentile, rss_mb, serve,
 };
 
 const SECRET: &str = "whsec_YmVuY2gtc2VjcmV0LWtleS0xMjM0NTY3ODk=";
@@ -132,6 +137,11 @@ fn client_main(args: &[String]) {
                 })
                 .await
             }
+            "soak" => {
+                let (base, token, hook) = (args[1].clone(), args[2].clone(), args[3].clone());
+                let load = Load::parse(&args[5..]);
+                soak(&http, load, &args[4], base, token, hook).await
+            }
             "direct" => {
                 let hook = args[1].clone();
                 let load = Load::parse(&args[3..]);
@@ -202,6 +212,93 @@ async fn create_runs(
     std::fs::write(out, ids.join("\n")).unwrap();
 }
 
+/// The soak's load: at `rate` a second for `seconds`, a run is created and moved
+/// to `succeeded` (so nothing is made in advance, and retention has a steady
+/// stream of settled rows to remove). The move's acknowledgement is what is
+/// recorded, as in `drive`.
+async fn soak(
+    http: &reqwest::Client,
+    load: Load,
+    out: &str,
+    base: String,
+    token: String,
+    hook: String,
+) {
+    let Load::Open { rate, seconds } = load else {
+        panic!("a soak is an open loop")
+    };
+    let acks = Arc::new(Mutex::new(Vec::with_capacity(rate * seconds)));
+    let failed = Arc::new(AtomicU64::new(0));
+    let start = now_ns();
+    let began = Instant::now();
+    let interval = Duration::from_secs_f64(1.0 / rate as f64);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..rate * seconds {
+        tokio::time::sleep_until((began + interval * i as u32).into()).await;
+        let (http, acks, failed) = (http.clone(), acks.clone(), failed.clone());
+        let (base, token, hook) = (base.clone(), token.clone(), hook.clone());
+        tasks.spawn(async move {
+            let made = async {
+                let created = http
+                    .post(format!("{base}/api/v1/runs"))
+                    .bearer_auth(&token)
+                    .json(
+                        &serde_json::json!({"type": "etl", "tenant": "soak", "callback_url": hook}),
+                    )
+                    .send()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if !created.status().is_success() {
+                    return Err(format!("create: {}", created.status()));
+                }
+                let run: serde_json::Value = created.json().await.map_err(|e| e.to_string())?;
+                let id = run["id"].as_str().unwrap_or_default().to_string();
+                let moved = http
+                    .post(format!("{base}/api/v1/runs/{id}/transitions"))
+                    .bearer_auth(&token)
+                    .json(&serde_json::json!({"to": "succeeded", "result": {"rows": 1200}}))
+                    .send()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if !moved.status().is_success() {
+                    return Err(format!("move: {}", moved.status()));
+                }
+                let at = now_ns();
+                let _ = moved.bytes().await;
+                Ok((id, at))
+            };
+            match made.await {
+                Ok(ack) => acks.lock().unwrap().push(ack),
+                Err(err) => {
+                    if failed.fetch_add(1, Ordering::Relaxed) < 3 {
+                        eprintln!("client: {err}");
+                    }
+                }
+            }
+        });
+        // Finished tasks are reaped as we go: an hour's tasks never pile up.
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+    write_report(
+        out,
+        start,
+        &acks.lock().unwrap(),
+        failed.load(Ordering::Relaxed),
+    );
+}
+
+/// What the client writes for `read_report`.
+fn write_report(out: &str, start: u64, acks: &[(String, u64)], failed: u64) {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
+    writeln!(file, "start {start}").unwrap();
+    for (id, at) in acks {
+        writeln!(file, "{id} {at}").unwrap();
+    }
+    writeln!(file, "failed {failed}").unwrap();
+    writeln!(file, "cpu {}", cpu_time("self").as_secs_f64()).unwrap();
+}
+
 /// Sends one request per id under `load` and records when each was acknowledged.
 async fn drive<F>(load: Load, out: &str, ids: Vec<String>, request: F)
 where
@@ -268,13 +365,12 @@ where
         }
     }
     while tasks.join_next().await.is_some() {}
-    let mut file = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
-    writeln!(file, "start {start}").unwrap();
-    for (id, at) in acks.lock().unwrap().iter() {
-        writeln!(file, "{id} {at}").unwrap();
-    }
-    writeln!(file, "failed {}", failed.load(Ordering::Relaxed)).unwrap();
-    writeln!(file, "cpu {}", cpu_time("self").as_secs_f64()).unwrap();
+    write_report(
+        out,
+        start,
+        &acks.lock().unwrap(),
+        failed.load(Ordering::Relaxed),
+    );
 }
 
 /// What the client wrote.
@@ -400,12 +496,61 @@ struct Figures {
     ceiling: Option<f64>,
 }
 
+/// What a soak samples once a minute beside its latencies.
+#[derive(Clone, Copy, Default)]
+struct Sample {
+    herald_rss_mb: f64,
+    database_mb: f64,
+    /// Rows the retention pass has removed so far (every table).
+    removed: f64,
+}
+
+/// The database's size on disk: a SQLite file with its WAL, or PostgreSQL's
+/// `pg_database_size`.
+async fn database_mb(url: &str) -> f64 {
+    match url.strip_prefix("sqlite://") {
+        Some(path) => {
+            let path = path.split('?').next().unwrap_or(path);
+            let size = |p: String| std::fs::metadata(p).map_or(0, |m| m.len());
+            (size(path.to_string()) + size(format!("{path}-wal"))) as f64 / 1e6
+        }
+        None => {
+            let options = herald::store::StoreOptions {
+                url: url.to_string(),
+                max_connections: 1,
+            };
+            let Ok(store) = herald::store::SqlStore::connect(&options).await else {
+                return 0.0;
+            };
+            let bytes: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+                .fetch_one(store.pool())
+                .await
+                .unwrap_or(0);
+            store.close().await;
+            bytes as f64 / 1e6
+        }
+    }
+}
+
+/// `herald_retention_rows_removed_total` summed over its series, from `/metrics`.
+async fn rows_removed(base: &str) -> f64 {
+    let text = match reqwest::get(format!("{base}/metrics")).await {
+        Ok(resp) => resp.text().await.unwrap_or_default(),
+        Err(_) => return 0.0,
+    };
+    text.lines()
+        .filter(|l| l.starts_with("herald_retention_rows_removed_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 async fn measure(
     engine: Engine,
     load: Load,
     hook: &str,
     arrivals: &Arrivals,
     connections: Option<usize>,
+    soak_retention: Option<&str>,
 ) -> Figures {
     let scratch = tempfile::tempdir().unwrap();
     let ids_path = scratch.path().join("ids");
@@ -418,37 +563,97 @@ async fn measure(
     if let Some(pool) = &pool {
         flags.extend(["--database-max-connections", pool.as_str()]);
     }
+    // A soak keeps settled events and finished runs only `soak_retention` long.
+    let config_path = scratch.path().join("herald.toml");
+    let config_text = config_path.to_str().unwrap().to_string();
+    if let Some(keep) = soak_retention {
+        std::fs::write(
+            &config_path,
+            format!("[retention]\ncompleted = \"{keep}\"\nruns = \"{keep}\"\n"),
+        )
+        .unwrap();
+        flags.extend(["--config", config_text.as_str()]);
+    }
     let server = serve(&db.url, &flags, &[("HERALD_WEBHOOK_SECRET", SECRET)]).await;
     let pid = server.pid().to_string();
     let runs = load.runs();
     let runs_text = runs.to_string();
     let ids_text = ids_path.to_str().unwrap();
-    let creating = Instant::now();
-    run_client(&[
-        "create",
-        server.base.as_str(),
-        token.as_str(),
-        hook,
-        runs_text.as_str(),
-        ids_text,
-    ]);
-    eprintln!(
-        "{}: created {runs} runs in {:.1} s ({:.0}/s, not timed below)",
-        engine.name(),
-        creating.elapsed().as_secs_f64(),
-        runs as f64 / creating.elapsed().as_secs_f64()
-    );
+    if soak_retention.is_none() {
+        let creating = Instant::now();
+        run_client(&[
+            "create",
+            server.base.as_str(),
+            token.as_str(),
+            hook,
+            runs_text.as_str(),
+            ids_text,
+        ]);
+        eprintln!(
+            "{}: created {runs} runs in {:.1} s ({:.0}/s, not timed below)",
+            engine.name(),
+            creating.elapsed().as_secs_f64(),
+            runs as f64 / creating.elapsed().as_secs_f64()
+        );
+    }
     arrivals.reset();
 
     let (herald_cpu, receiver_cpu) = (cpu_time(&pid), cpu_time("self"));
     let database_cpu = cpu_time_of_all("postgres");
     let load_args = load.args();
-    let mut args = vec!["transition", server.base.as_str(), token.as_str(), ids_text];
-    args.push(acks_path.to_str().unwrap());
+    let acks_text = acks_path.to_str().unwrap();
+    let mut args = match soak_retention {
+        Some(_) => vec![
+            "soak",
+            server.base.as_str(),
+            token.as_str(),
+            hook,
+            acks_text,
+        ],
+        None => vec![
+            "transition",
+            server.base.as_str(),
+            token.as_str(),
+            ids_text,
+            acks_text,
+        ],
+    };
     args.extend(load_args.iter().map(String::as_str));
+    // Once a minute (a soak): Herald's RSS, the database's size, rows removed.
+    let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
+    let sampling = soak_retention.map(|_| {
+        let (pid, base, url) = (pid.clone(), server.base.clone(), db.url.clone());
+        let samples = samples.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let sample = Sample {
+                    herald_rss_mb: rss_mb(&pid),
+                    database_mb: database_mb(&url).await,
+                    removed: rows_removed(&base).await,
+                };
+                let mut samples = samples.lock().unwrap();
+                samples.push(sample);
+                if samples.len().is_multiple_of(5) {
+                    eprintln!("soak: {} minutes", samples.len());
+                }
+            }
+        })
+    });
     run_client(&args);
+    if let Some(sampling) = sampling {
+        sampling.abort();
+    }
     let report = read_report(&acks_path);
-    assert_eq!(report.failed, 0, "transitions failed");
+    if soak_retention.is_some() {
+        // An hour's figures are kept even if some requests failed: said, not hidden.
+        println!("requests that failed: {}", report.failed);
+    } else {
+        assert_eq!(report.failed, 0, "transitions failed");
+    }
+    let runs = runs - report.failed as usize;
     arrivals.wait_for(runs as u64).await;
     let wall = (arrivals.last_ns() - report.start_ns) as f64 / 1e9;
     let last_ack = report
@@ -475,7 +680,7 @@ async fn measure(
     };
     latencies.sort_by(f64::total_cmp);
     if wall >= 120.0 {
-        print_minutes(&report, arrivals);
+        print_minutes(&report, arrivals, &samples.lock().unwrap());
     }
     assert_eq!(
         arrivals.rejected.load(Ordering::Relaxed),
@@ -514,8 +719,9 @@ async fn measure(
 }
 
 /// For long runs: commit → receiver p50 / p99 per minute of acknowledgement, so
-/// a tail that grows with churn (a hot table filling with dead rows) shows.
-fn print_minutes(report: &ClientReport, arrivals: &Arrivals) {
+/// a tail that grows with churn (a hot table filling with dead rows) shows; a
+/// soak adds its samples (RSS, database size, rows removed) as a Markdown table.
+fn print_minutes(report: &ClientReport, arrivals: &Arrivals, samples: &[Sample]) {
     let first = arrivals.first.lock().unwrap();
     let mut minutes: Vec<Vec<f64>> = Vec::new();
     for (id, ack) in &report.acks {
@@ -525,15 +731,28 @@ fn print_minutes(report: &ClientReport, arrivals: &Arrivals) {
         }
         minutes[minute].push(first[id].saturating_sub(*ack) as f64 / 1e6);
     }
+    if !samples.is_empty() {
+        println!("\n| minute | transitions | commit → receiver p50 / p99 ms | Herald RSS MB | database MB | rows removed so far |");
+        println!("| --- | --- | --- | --- | --- | --- |");
+    }
     for (minute, mut latencies) in minutes.into_iter().enumerate() {
         latencies.sort_by(f64::total_cmp);
-        eprintln!(
-            "minute {}: {} transitions, commit → receiver p50 {:.1} ms, p99 {:.1} ms",
-            minute + 1,
-            latencies.len(),
-            percentile(&latencies, 0.5),
-            percentile(&latencies, 0.99)
-        );
+        let (p50, p99) = (percentile(&latencies, 0.5), percentile(&latencies, 0.99));
+        match samples.get(minute) {
+            Some(s) => println!(
+                "| {} | {} | {p50:.1} / {p99:.1} | {:.0} | {:.0} | {:.0} |",
+                minute + 1,
+                latencies.len(),
+                s.herald_rss_mb,
+                s.database_mb,
+                s.removed
+            ),
+            None => eprintln!(
+                "minute {}: {} transitions, commit → receiver p50 {p50:.1} ms, p99 {p99:.1} ms",
+                minute + 1,
+                latencies.len()
+            ),
+        }
     }
 }
 
@@ -568,6 +787,13 @@ fn main() {
     let runs = number("runs").unwrap_or(20_000);
     let seconds = number("seconds").unwrap_or(10);
     let closed_only = args.iter().any(|a| a == "closed");
+    // `soak DURATION`: each tick creates its run too, and retention keeps settled
+    // events and finished runs DURATION long (e.g. `soak 5m rate 1500 seconds 3600`).
+    let soak = args.iter().position(|a| a == "soak").map(|i| {
+        args.get(i + 1)
+            .cloned()
+            .expect("soak takes a duration, e.g. 5m")
+    });
     let loads = match number("rate") {
         Some(rate) => vec![Load::Open { rate, seconds }],
         None if closed_only => vec![Load::Closed { concurrency, runs }],
@@ -597,7 +823,15 @@ fn main() {
         for _ in 0..repeat {
             for engine in &engines {
                 for load in &loads {
-                    let f = measure(*engine, *load, &hook, &arrivals, connections).await;
+                    let f = measure(
+                        *engine,
+                        *load,
+                        &hook,
+                        &arrivals,
+                        connections,
+                        soak.as_deref(),
+                    )
+                    .await;
                     let (ceiling, ratio) = match f.ceiling {
                         Some(c) => (format!("{c:.0}/s"), format!("{:.2}", f.per_second / c)),
                         None => ("—".into(), "—".into()),

@@ -24,6 +24,9 @@ pub struct Metrics {
     breaker_open: IntGaugeVec,
     retention_removed: IntCounterVec,
     retention_oldest: GaugeVec,
+    /// Every family's name, series or not yet (what alert rules and dashboards
+    /// may name).
+    families: Vec<String>,
     /// The kinds each source holds: its gauges exist from start-up, and a source's
     /// gauges never show another source's kinds, even when both share a database.
     declared:
@@ -144,6 +147,7 @@ impl Metrics {
             ),
             &["store", "status"],
         ));
+        let mut families = Vec::new();
         for collector in [
             Box::new(breaker_open.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(retention_removed.clone()),
@@ -160,6 +164,7 @@ impl Metrics {
             Box::new(uncertain_sweeps.clone()),
             Box::new(handler_latency.clone()),
         ] {
+            families.extend(collector.desc().iter().map(|d| d.fq_name.clone()));
             must(registry.register(collector));
         }
         Metrics {
@@ -178,8 +183,14 @@ impl Metrics {
             breaker_open,
             retention_removed,
             retention_oldest,
+            families,
             declared: Default::default(),
         }
+    }
+
+    /// The name of every metric family this process exports.
+    pub fn families(&self) -> &[String] {
+        &self.families
     }
 
     /// Declares that `source` holds `kind`: every gauge of the pair exists from now
@@ -204,6 +215,15 @@ impl Metrics {
             .with_label_values(&[source, kind])
             .set(0);
         self.available.with_label_values(&[source]);
+        // Counters exist at 0 from the start: Prometheus's increase() sees no
+        // rise in a series whose first sample is already 1, so an alert on the
+        // first failure would never fire.
+        self.exhausted.with_label_values(&[kind]);
+        self.uncertain_sweeps.with_label_values(&[kind]);
+        if kind == vocab::approvals::kinds::FIELD_UPDATE {
+            self.replay_exhausted
+                .with_label_values(&[vocab::approvals::LifecycleEvent::Recall.label()]);
+        }
     }
 
     pub fn record_replay_attempt(&self, lifecycle_event: &str, outcome: &str) {
@@ -342,5 +362,62 @@ impl Metrics {
             return String::new();
         }
         String::from_utf8(buffer).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `herald_…` name in `text`.
+    fn names_in(text: &str) -> Vec<&str> {
+        let mut names = Vec::new();
+        let mut rest = text;
+        while let Some(at) = rest.find("herald_") {
+            let tail = &rest[at..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .unwrap_or(tail.len());
+            names.push(&tail[..end]);
+            rest = &tail[end..];
+        }
+        names
+    }
+
+    /// The alert rules and the dashboard name only families Herald exports (a
+    /// histogram's `_bucket`, `_sum` and `_count` included): a renamed metric
+    /// cannot leave an alert or a panel silently watching nothing.
+    #[test]
+    fn alert_rules_and_the_dashboard_name_only_exported_metrics() {
+        let metrics = Metrics::new();
+        let exported = |name: &str| {
+            std::iter::once(name)
+                .chain(
+                    ["_bucket", "_sum", "_count"]
+                        .iter()
+                        .filter_map(|suffix| name.strip_suffix(suffix)),
+                )
+                .any(|family| metrics.families().iter().any(|f| f == family))
+        };
+        for (file, text) in [
+            (
+                "docs/prometheus/herald-rules.yml",
+                include_str!("../../docs/prometheus/herald-rules.yml"),
+            ),
+            (
+                "docs/grafana/herald.json",
+                include_str!("../../docs/grafana/herald.json"),
+            ),
+        ] {
+            let names = names_in(text);
+            assert!(names.len() >= 8, "{file}: {names:?}");
+            for name in names {
+                assert!(
+                    exported(name),
+                    "{file} names {name}, which Herald does not export"
+                );
+            }
+        }
+        assert!(!exported("herald_outbox_event"), "a near miss is caught");
     }
 }

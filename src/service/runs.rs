@@ -250,6 +250,9 @@ impl RunService {
             .await
             .map_err(|lost| ServiceError::Internal(lost.to_string()))??;
         let (response, best_effort) = self.answer_of(moved, viewer);
+        if !response.replayed {
+            tracing::info!(run_id = %response.run.id, status = to.as_str(), notifications = response.notifications.len(), best_effort_notifications = best_effort.len(), by = %viewer.name, "run transitioned");
+        }
         if let Some(sender) = &self.best_effort {
             sender.send(best_effort);
         }
@@ -281,6 +284,7 @@ impl RunService {
 
     /// What a transition answers, and the events to hand to the best-effort
     /// sender (none with a durable outbox: they were enqueued with the move).
+    /// Logs nothing: it may run before the commit.
     fn answer_of(&self, moved: Moved, viewer: &Viewer) -> (TransitionResponse, Vec<NewEvent>) {
         let (run, events) = match moved {
             Moved::Replayed(current) => {
@@ -293,9 +297,7 @@ impl RunService {
             }
             Moved::Transitioned { run, events } => (run, events),
         };
-        let status = run.status.as_str();
         if self.best_effort.is_some() {
-            tracing::info!(run_id = %run.id, status, best_effort_notifications = events.len(), by = %viewer.name, "run transitioned");
             let moved = TransitionResponse {
                 run: detail(run, viewer),
                 notifications: Vec::new(),
@@ -303,7 +305,6 @@ impl RunService {
             };
             return (moved, events);
         }
-        tracing::info!(run_id = %run.id, status, notifications = events.len(), by = %viewer.name, "run transitioned");
         let moved = TransitionResponse {
             run: detail(run, viewer),
             notifications: events.into_iter().map(|e| e.event_id).collect(),
@@ -402,7 +403,7 @@ impl RunService {
             + 'static,
     {
         let keys = keyed_store(&self.keys)?;
-        let (service, viewer) = (self.clone(), viewer.clone());
+        let (service, moved_by) = (self.clone(), viewer.clone());
         let writer = self.writer();
         let (answered, best_effort) = self
             .outbox
@@ -423,7 +424,7 @@ impl RunService {
                             Err(refused) => Err(refused),
                             Ok(_) => match moved.next() {
                                 Some(Ok(done)) => {
-                                    let (response, events) = service.answer_of(done, &viewer);
+                                    let (response, events) = service.answer_of(done, &moved_by);
                                     best_effort.extend(events);
                                     Ok(response)
                                 }
@@ -441,6 +442,9 @@ impl RunService {
                 })
             })
             .await?;
+        if !answered.replayed {
+            tracing::info!(status = answered.status, by = %viewer.name, "runs moved under an idempotency key");
+        }
         if let Some(sender) = &self.best_effort {
             sender.send(best_effort);
         }

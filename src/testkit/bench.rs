@@ -147,10 +147,19 @@ const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
 
 /// Peak resident memory of a process in MB (`VmHWM` of `/proc/<pid>/status`).
 pub fn peak_rss_mb(pid: &str) -> f64 {
+    status_mb(pid, "VmHWM:")
+}
+
+/// Resident memory of a process now, in MB (`VmRSS`).
+pub fn rss_mb(pid: &str) -> f64 {
+    status_mb(pid, "VmRSS:")
+}
+
+fn status_mb(pid: &str, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find(|l| l.starts_with("VmHWM:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|kb| kb.parse::<f64>().ok())
         .map(|kb| kb / 1024.0)
