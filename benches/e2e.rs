@@ -541,7 +541,7 @@ async fn rows_removed(base: &str) -> f64 {
     text.lines()
         .filter(|l| l.starts_with("herald_retention_rows_removed_total"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .fold(0.0, |total, rows| total + rows)
 }
 
 async fn measure(
