@@ -9,12 +9,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
-use app::dto::{AuditPage, BreakerClosed, BreakerView, DeliveryPage, DeliveryQuery};
+use app::dto::{AuditPage, BreakerClosed, BreakerView, DeliveryPage, DeliveryQuery, DeliveryView};
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiQuery, MaybeViewer};
 use super::state::AppState;
-use crate::service::export::ExportQuery;
+use crate::service::deliveries::RetryRequest;
+use crate::service::export::{ExportQuery, ExportRow};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -22,7 +23,7 @@ pub fn router() -> Router<AppState> {
         .route("/notification-outbox/export", get(export_outbox))
         .route(
             "/notification-outbox/{event_id}/retry",
-            post(super::deliveries::retry_delivery),
+            post(retry_outbox_event),
         )
         .route("/audit", get(list_audit))
         .route("/destination-breakers", get(list_breakers))
@@ -36,6 +37,13 @@ pub fn router() -> Router<AppState> {
         })
 }
 
+#[utoipa::path(
+    get, path = "/admin/api/notification-outbox", tag = "admin",
+    description = "The notification outbox of every source and kind, newest first, redacted \
+        (no payloads, destinations as origins) and keyset-paged. Needs `runs:read`.",
+    params(DeliveryQuery),
+    responses((status = 200, description = "One page of events", body = DeliveryPage))
+)]
 async fn list_outbox(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
@@ -49,6 +57,15 @@ async fn list_outbox(
 /// streamed a page at a time. A bad filter or a store that cannot be read is an
 /// error before any row; a store lost midway cuts the body short (an incomplete
 /// chunked transfer), so a partial export never passes for a whole one.
+#[utoipa::path(
+    get, path = "/admin/api/notification-outbox/export", tag = "admin",
+    description = "Every matching event of every store as NDJSON, one `ExportRow` a line, streamed \
+        (seed 003's reconciliation). Needs `runs:read`; payloads only with `data:read`. A store lost \
+        midway cuts the body short (an incomplete chunked transfer).",
+    params(ExportQuery),
+    responses((status = 200, description = "One JSON object (an ExportRow) a line",
+        content_type = "application/x-ndjson", body = ExportRow))
+)]
 async fn export_outbox(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
@@ -83,17 +100,50 @@ async fn export_outbox(
         .into_response())
 }
 
+/// The admin API's name for a delivery's manual retry: the same handler as
+/// `POST /api/v1/deliveries/{event_id}/retry`.
+#[utoipa::path(
+    post, path = "/admin/api/notification-outbox/{event_id}/retry", tag = "admin",
+    description = "Retries one failed, skipped or uncertain event from the state the caller saw \
+        (as `POST /api/v1/deliveries/{event_id}/retry`). Needs `runs:write`; audited.",
+    params(("event_id" = String, Path, description = "The event's id")),
+    request_body = RetryRequest,
+    responses(
+        (status = 200, description = "The event, pending again", body = DeliveryView),
+        (status = 404, description = "No such event of this kind", body = ErrorBody),
+        (status = 409, description = "It changed since the caller saw it, or cannot be retried", body = ErrorBody),
+    )
+)]
+async fn retry_outbox_event(
+    state: State<AppState>,
+    viewer: MaybeViewer,
+    event_id: axum::extract::Path<String>,
+    body: super::extract::ApiJson<RetryRequest>,
+) -> Result<Json<DeliveryView>, ApiError> {
+    super::deliveries::retry_delivery(state, viewer, event_id, body).await
+}
+
 /// `GET /admin/api/audit?after=&limit=`.
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {
+    /// Keyset cursor: the previous page's `next_cursor`.
     #[serde(default)]
     pub after: Option<String>,
+    /// Entries a page (default 50).
     #[serde(default)]
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
 }
 
 /// The operators' audit trail of every store, newest first (`runs:write`).
+#[utoipa::path(
+    get, path = "/admin/api/audit", tag = "admin",
+    description = "The operators' audit trail of every store, newest first. Needs `runs:write`.",
+    params(AuditQuery),
+    responses((status = 200, description = "One page of the trail", body = AuditPage))
+)]
 async fn list_audit(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
@@ -113,6 +163,13 @@ async fn list_audit(
 pub const UNAVAILABLE_STORES_HEADER: &str = "herald-unavailable-stores";
 
 /// Every destination breaker (open and half-open first), `runs:read`.
+#[utoipa::path(
+    get, path = "/admin/api/destination-breakers", tag = "admin",
+    description = "Every destination's circuit breaker, open and half-open first. Needs `runs:read`.",
+    responses((status = 200, description = "The breakers", body = Vec<BreakerView>,
+        headers(("herald-unavailable-stores" = String,
+            description = "The stores whose breakers are missing (could not be read)"))))
+)]
 async fn list_breakers(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,
@@ -129,13 +186,23 @@ async fn list_breakers(
 }
 
 /// The body of a manual close: the destination's origin as listed.
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CloseBreaker {
     pub destination: String,
 }
 
 /// Closes a destination's breaker by hand (`runs:write`, audited).
+#[utoipa::path(
+    post, path = "/admin/api/destination-breakers/close", tag = "admin",
+    description = "Closes a destination's breaker by hand and makes its waiting events due. \
+        Needs `runs:write`; audited in the same transaction.",
+    request_body = CloseBreaker,
+    responses(
+        (status = 200, description = "What the close did", body = BreakerClosed),
+        (status = 404, description = "No breaker for that destination", body = ErrorBody),
+    )
+)]
 async fn close_breaker(
     State(state): State<AppState>,
     MaybeViewer(viewer): MaybeViewer,

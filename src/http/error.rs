@@ -5,7 +5,6 @@ use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
 
 use app::port::ConsoleError;
 
@@ -120,18 +119,30 @@ impl From<JsonRejection> for ApiError {
     }
 }
 
+/// Every error's JSON body: what went wrong in a word and a sentence, the field
+/// to fix where one is at fault, and for a conflict the state it conflicted with.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// A stable code, e.g. `invalid`, `not_found`, `illegal_transition`.
+    pub error: &'static str,
+    /// What is wrong, for a person.
+    pub message: String,
+    /// The parameter, header or body field at fault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<&'static str>,
+    /// The state the request conflicted with (409s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_status: Option<&'static str>,
+}
+
 impl ApiError {
-    /// The error's JSON body: `{"error","message"}`, with `field` and
-    /// `current_status` where they apply.
-    pub fn body(&self) -> serde_json::Value {
-        let mut body = json!({ "error": self.code, "message": self.message });
-        if let Some(field) = self.field {
-            body["field"] = json!(field);
+    pub fn error_body(&self) -> ErrorBody {
+        ErrorBody {
+            error: self.code,
+            message: self.message.clone(),
+            field: self.field,
+            current_status: self.current_status,
         }
-        if let Some(current) = self.current_status {
-            body["current_status"] = json!(current);
-        }
-        body
     }
 }
 
@@ -140,7 +151,7 @@ pub const RETRY_AFTER_SECS: &str = "1";
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (self.status, Json(self.body())).into_response();
+        let mut response = (self.status, Json(self.error_body())).into_response();
         // A 503 is transient (a store outage, hashing outpaced): say when to retry.
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(

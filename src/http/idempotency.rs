@@ -10,6 +10,19 @@ use super::error::ApiError;
 use crate::service::idempotency::{Answered, IdempotencyKey};
 
 /// The request's key, if it sent one (a malformed one is `400`).
+/// The `Idempotency-Key` header as the OpenAPI document describes it (what
+/// [`IdempotencyKey::parse`] takes).
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)] // read by key_of from the raw headers; this is its description
+pub struct IdempotencyKeyHeader {
+    /// Makes the request safe to repeat: a repeat within the key's lifetime (24 h by
+    /// default) gets the original answer with `Idempotent-Replayed: true`.
+    #[serde(rename = "Idempotency-Key")]
+    #[param(min_length = 1, max_length = 255, pattern = "^[!-~]+$")]
+    key: Option<String>,
+}
+
 pub fn key_of(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, ApiError> {
     let Some(value) = headers.get("idempotency-key") else {
         return Ok(None);

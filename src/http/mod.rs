@@ -12,6 +12,7 @@ mod error;
 mod extract;
 mod health;
 mod idempotency;
+mod openapi;
 mod runs;
 mod state;
 
@@ -80,6 +81,7 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
             post(auth::sign_in).layer(DefaultBodyLimit::max(auth::MAX_SIGN_IN_BODY)),
         )
         .route("/auth/logout", post(auth::sign_out))
+        .route("/api/openapi.json", get(openapi::document))
         .nest(
             "/api/v1",
             runs::router()

@@ -27,7 +27,7 @@ use crate::store::StatusCount;
 use vocab::run_approvals::RunDecision;
 
 /// The body of `POST /api/v1/approvals`.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
     pub definition_id: String,
@@ -35,7 +35,7 @@ pub struct SubmitRequest {
 }
 
 /// An event an approval owes, as readers see it (no payload).
-#[derive(Debug, Serialize, Deserialize, PartialEq)]
+#[derive(utoipa::ToSchema, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ApprovalEvent {
     pub event_id: String,
     pub kind: String,
@@ -45,7 +45,7 @@ pub struct ApprovalEvent {
 }
 
 /// An approval as the API returns it.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize, Deserialize)]
 pub struct ApprovalView {
     pub id: String,
     pub definition_id: String,
@@ -65,7 +65,7 @@ pub struct ApprovalView {
 }
 
 /// An approval with its nodes, work items and events.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize, Deserialize)]
 pub struct ApprovalDetail {
     #[serde(flatten)]
     pub approval: ApprovalView,
@@ -75,7 +75,7 @@ pub struct ApprovalDetail {
 }
 
 /// `GET /admin/api/approval-action-replay`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize, Deserialize)]
 pub struct ReplayStatus {
     pub counts: Vec<StatusCount>,
     /// The failed replay rows: only with `data:read` (DESIGN §7 puts replay rows
@@ -85,7 +85,7 @@ pub struct ReplayStatus {
     pub rows_visible: bool,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize, Deserialize)]
 pub struct FailedReplay {
     pub event_id: String,
     pub approval_id: String,

@@ -28,7 +28,7 @@ pub const MAX_PAGE: u32 = 200;
 
 /// The body of a retry request (`POST /api/v1/deliveries/{event_id}/retry` and
 /// `POST /admin/api/notification-outbox/{event_id}/retry`).
-#[derive(Debug, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetryRequest {
     pub kind: String,
@@ -39,6 +39,17 @@ pub struct RetryRequest {
     pub expected_cycle: Option<i64>,
     #[serde(default)]
     pub allow_uncertain: bool,
+}
+
+/// A page holds 1 to [`MAX_PAGE`] rows; anything else is the caller's mistake.
+fn check_page_limit(limit: u32) -> Result<(), ServiceError> {
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(ServiceError::invalid(
+            "limit",
+            format!("must be 1 to {MAX_PAGE}"),
+        ));
+    }
+    Ok(())
 }
 
 /// The most deliveries one bulk retry touches.
@@ -262,12 +273,7 @@ impl DeliveryService {
         let viewer = require(viewer, Permission::RunsRead)?;
         self.require_durable()?;
         let limit = query.limit.unwrap_or(DEFAULT_PAGE);
-        if limit == 0 || limit > MAX_PAGE {
-            return Err(ServiceError::invalid(
-                "limit",
-                format!("must be 1 to {MAX_PAGE}"),
-            ));
-        }
+        check_page_limit(limit)?;
         let filter = EventFilter {
             before: non_empty(query.after.clone())
                 .map(|cursor| parse_cursor(&cursor))
@@ -464,7 +470,7 @@ impl DeliveryService {
     ) -> Result<AuditPage, ServiceError> {
         require(viewer, Permission::RunsWrite)?;
         self.require_durable()?;
-        let limit = limit.clamp(1, MAX_PAGE);
+        check_page_limit(limit)?;
         // Every database's rows (each records the actions on its own events),
         // merged by id: time-ordered UUIDs, so newest first across them all.
         let after = non_empty(after);

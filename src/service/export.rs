@@ -20,6 +20,8 @@ pub const EXPORT_PAGE: u32 = 256;
 
 /// An export's filters: the outbox listing's, without its paging. One shape for
 /// the admin API's query and `herald events export`'s flags.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[derive(Clone, Debug, Default, Deserialize, Serialize, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct ExportQuery {
@@ -76,7 +78,7 @@ impl ExportQuery {
 /// One exported line: the event as the listing shows it (id, kind, source,
 /// destination origin, status, attempts, times), and its frozen payload only for
 /// a reader with `data:read`.
-#[derive(Debug, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize)]
 pub struct ExportRow {
     #[serde(flatten)]
     pub delivery: DeliveryView,

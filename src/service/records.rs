@@ -16,10 +16,11 @@ use crate::store::{Record, StoreError};
 pub const MAX_FIELDS_BYTES: usize = 64 * 1024;
 
 /// A record as the API returns it.
-#[derive(Debug, Serialize, Deserialize, PartialEq)]
+#[derive(utoipa::ToSchema, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RecordView {
     pub id: String,
     pub object: String,
+    #[schema(value_type = Object)]
     pub fields: serde_json::Map<String, serde_json::Value>,
     pub version: i64,
     pub created_at: String,
@@ -27,9 +28,10 @@ pub struct RecordView {
 }
 
 /// The body of `POST /api/v1/records/{object}` and `PATCH …/{id}`.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordInput {
+    #[schema(value_type = Object)]
     pub fields: serde_json::Map<String, serde_json::Value>,
 }
 

@@ -31,11 +31,13 @@ pub const MAX_TENANT_LEN: usize = 128;
 pub const MAX_ROUTES_LEN: usize = 2048;
 
 /// The body of `POST /api/v1/runs`.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRun {
     #[serde(rename = "type")]
+    #[schema(min_length = 1, max_length = 64)]
     pub run_type: String,
+    #[schema(min_length = 1, max_length = 128)]
     pub tenant: String,
     #[serde(default)]
     pub callback_url: Option<String>,
@@ -45,7 +47,7 @@ pub struct CreateRun {
 }
 
 /// The body of `POST /api/v1/runs/{id}/transitions`.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TransitionRequest {
     pub to: RunStatus,
@@ -60,14 +62,15 @@ pub struct TransitionRequest {
 pub const MAX_BATCH_TRANSITIONS: usize = 500;
 
 /// The body of `POST /api/v1/runs/transitions`.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchTransitions {
+    #[schema(min_items = 1, max_items = 500)]
     pub transitions: Vec<BatchItem>,
 }
 
 /// One item of a batch: a run and where it moves.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(utoipa::ToSchema, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchItem {
     pub run_id: String,
@@ -76,7 +79,7 @@ pub struct BatchItem {
     pub result: Option<serde_json::Value>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize, Deserialize)]
 pub struct TransitionResponse {
     pub run: RunDetail,
     /// Event ids of the notifications this transition committed (none on a replay,
@@ -88,7 +91,7 @@ pub struct TransitionResponse {
 
 /// One run as the API returns it. `callback_url` and `result` are payload data and
 /// appear only for viewers with `data:read`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(utoipa::ToSchema, Debug, Serialize, Deserialize)]
 pub struct RunDetail {
     pub routes: Vec<String>,
     pub id: String,

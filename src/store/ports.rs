@@ -507,7 +507,9 @@ pub struct Record {
 }
 
 /// Counts of replay events by status.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    utoipa::ToSchema, Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize,
+)]
 pub struct StatusCount {
     pub status: String,
     pub count: i64,

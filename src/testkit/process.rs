@@ -25,6 +25,21 @@ impl HeraldProcess {
         Self::spawn_with_env(database_url, extra, &[])
     }
 
+    /// `herald serve` on `database_url` whose callbacks may go to a loopback
+    /// [`crate::Receiver`], signed with `secret`, its workers polling every 50 ms.
+    pub fn spawn_for_loopback_callbacks(database_url: &str, secret: &str) -> HeraldProcess {
+        Self::spawn_with_env(
+            database_url,
+            &[
+                "--destination-allowlist",
+                "127.0.0.0/8",
+                "--worker-poll-interval-ms",
+                "50",
+            ],
+            &[("HERALD_WEBHOOK_SECRET", secret)],
+        )
+    }
+
     /// [`HeraldProcess::spawn`] with extra environment variables.
     pub fn spawn_with_env(
         database_url: &str,

@@ -36,6 +36,7 @@ impl LifecycleEvent {
 }
 
 /// Who decides a step: a named user, or any member of a role.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Approver {
@@ -75,6 +76,7 @@ impl Approver {
 }
 
 /// One approval step.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
@@ -87,6 +89,7 @@ pub struct Step {
 
 /// A lifecycle action (seed 000): a field update (the path may cross lookups,
 /// `Account.Status`) or an alert to a configured route.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", deny_unknown_fields)]
 pub enum Action {
@@ -114,6 +117,7 @@ impl Action {
 }
 
 /// Actions per lifecycle event.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LifecycleActions {
@@ -148,6 +152,7 @@ impl LifecycleActions {
 
 /// What a definition's instances approve: records of one object (seed 000), or
 /// runs paused for approval (seed 003, DESIGN §9).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Target {
@@ -162,6 +167,7 @@ pub const RUN_OBJECT: &str = "_System_Run";
 
 /// A process definition as written in the config file (`[[approval_definitions]]`)
 /// or posted to `POST /api/v1/approval-definitions`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DefinitionSpec {
@@ -180,6 +186,7 @@ pub struct DefinitionSpec {
 }
 
 /// One stored version of a definition.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Definition {
     pub id: String,
@@ -370,6 +377,7 @@ impl DefinitionSpec {
 }
 
 /// Where an approval instance stands.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InstanceStatus {

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Where an owed side effect (an outbox event) stands.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryStatus {
@@ -111,6 +112,31 @@ impl DeliveryFilter {
             }
             DeliveryFilter::State(status) => vec![status],
         }
+    }
+}
+
+/// In the OpenAPI document: the text a filter parameter takes (what
+/// [`DeliveryFilter::parse`] reads), not its serde form.
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for DeliveryFilter {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        // Empty is no filter (what a form's "any" sends).
+        let mut values = vec!["", Self::NEEDS_ATTENTION];
+        values.extend(DeliveryStatus::ALL.iter().map(|status| status.as_str()));
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(values))
+            .description(Some(
+                "A delivery state, `needs_attention` (failed or uncertain), or empty for any",
+            ))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for DeliveryFilter {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "DeliveryFilter".into()
     }
 }
 

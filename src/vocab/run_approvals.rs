@@ -30,6 +30,7 @@ pub fn continuation_id(approval_id: &str) -> String {
 }
 
 /// What the producer asks for with its move to `awaiting_approval`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalAsk {

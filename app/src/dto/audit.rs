@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One row of the operators' audit trail.
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEntry {
     pub id: String,
@@ -18,6 +19,7 @@ pub struct AuditEntry {
     pub at: String,
 }
 
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditPage {
     pub entries: Vec<AuditEntry>,

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A destination's circuit breaker (issue 10), as operators see it.
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BreakerView {
     /// The destination's origin (`scheme://host:port`: no path, query or secret).
@@ -28,6 +29,7 @@ pub struct BreakerList {
 }
 
 /// What a manual close did.
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BreakerClosed {
     pub destination: String,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use vocab::DeliveryStatus;
 
 /// A run's deliveries counted by state (the Runs page's summary column).
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryCounts {
     pub completed: i64,
@@ -39,6 +40,7 @@ impl DeliveryCounts {
 
 /// One outbox event as every reader may see it: no payload, the destination reduced
 /// to its origin, no secret reference.
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryView {
     pub event_id: String,
@@ -71,11 +73,13 @@ pub struct DeliveryView {
 
 /// Filters and cursor of the outbox listing (the admin API's query parameters and
 /// the Deliveries page's URL).
+#[cfg_attr(feature = "ssr", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeliveryQuery {
     pub kind: Option<String>,
     /// A state, or `needs_attention` (failed or uncertain).
+    #[cfg_attr(feature = "ssr", param(value_type = Option<vocab::DeliveryFilter>))]
     pub status: Option<String>,
     pub source: Option<String>,
     /// `<parent type>:<parent id>`, e.g. `run:0193…`.
@@ -85,6 +89,7 @@ pub struct DeliveryQuery {
     /// Created before the end of this instant or day.
     pub created_to: Option<String>,
     pub after: Option<String>,
+    #[cfg_attr(feature = "ssr", param(minimum = 1, maximum = 200))]
     pub limit: Option<u32>,
 }
 
@@ -120,6 +125,7 @@ pub struct BulkOutcome {
 }
 
 /// One page of the outbox listing, newest first.
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryPage {
     pub events: Vec<DeliveryView>,

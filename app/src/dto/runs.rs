@@ -8,6 +8,7 @@ use vocab::{DeliveryFilter, RunStatus};
 use super::deliveries::{DeliveryCounts, DeliveryDetail};
 
 /// A run as a reader may see it: no result snapshot, the callback reduced to its origin.
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunSummary {
     pub id: String,
@@ -49,6 +50,7 @@ impl RunQuery {
     }
 }
 
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunPage {
     pub runs: Vec<RunSummary>,

@@ -13,6 +13,7 @@ mod group_crash;
 mod idempotency_crash;
 mod isolation;
 mod multi_node;
+mod openapi;
 mod prometheus;
 mod retention_crash;
 mod run_approvals_crash;

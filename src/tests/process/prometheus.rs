@@ -133,16 +133,7 @@ async fn a_real_prometheus_scraping_herald_fires_the_failure_alert() {
     receiver.set_status(410);
     let db = TestDb::new(Engine::Sqlite).await;
     let token = api_token(&db.url, Role::Operator).await;
-    let mut herald = HeraldProcess::spawn_with_env(
-        &db.url,
-        &[
-            "--destination-allowlist",
-            "127.0.0.0/8",
-            "--worker-poll-interval-ms",
-            "50",
-        ],
-        &[("HERALD_WEBHOOK_SECRET", SECRET)],
-    );
+    let mut herald = HeraldProcess::spawn_for_loopback_callbacks(&db.url, SECRET);
     let base = herald.ready().await;
     let target = base.trim_start_matches("http://").to_string();
     let prometheus = PrometheusServer::start(&target).await;
