@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_router::components::A;
 
 use crate::api::{config_notices, current_viewer, Failure};
-use crate::dto::Viewer;
+use crate::dto::{Permission, Viewer};
 
 /// Live updates: calls `refresh` every two seconds while the page is visible and
 /// `wanted()` holds (polling pauses while the tab is hidden and resumes when it is
@@ -153,6 +153,10 @@ pub fn ScrollingTable(
 pub fn TopBar() -> impl IntoView {
     let viewer = Resource::new(|| (), |_| current_viewer());
     view! {
+        // The first stop of the keyboard: past the bar, straight to the page.
+        <a class="skip-link" href="#main" data-testid="skip-link" on:click=focus_main>
+            "Skip to content"
+        </a>
         <header class="topbar">
             <a class="brand" href="/runs">
                 <span class="brand-mark" aria-hidden="true">"◆"</span>
@@ -161,7 +165,17 @@ pub fn TopBar() -> impl IntoView {
             <nav aria-label="Main">
                 <A href="/runs">"Runs"</A>
                 <A href="/deliveries">"Deliveries"</A>
-                <A href="/audit">"Audit"</A>
+                // Offered only to whom it opens for (the trail needs runs:write).
+                <Suspense fallback=|| ()>
+                    {move || Suspend::new(async move {
+                        viewer
+                            .await
+                            .ok()
+                            .flatten()
+                            .filter(|viewer| viewer.can(Permission::RunsWrite))
+                            .map(|_| view! { <A href="/audit">"Audit"</A> })
+                    })}
+                </Suspense>
                 <A href="/approvals">"Approvals"</A>
             </nav>
             <div class="who">
@@ -175,6 +189,20 @@ pub fn TopBar() -> impl IntoView {
                 </Suspense>
             </div>
         </header>
+    }
+}
+
+/// The skip link's action once the app runs: focus the page's `<main>` (the
+/// router would otherwise take the `#main` link as a navigation and move no
+/// focus); before hydration the browser follows the fragment itself.
+fn focus_main(ev: leptos::ev::MouseEvent) {
+    use wasm_bindgen::JsCast;
+    let main = document()
+        .get_element_by_id("main")
+        .and_then(|el| el.dyn_into::<web_sys::HtmlElement>().ok());
+    if let Some(main) = main {
+        ev.prevent_default();
+        let _ = main.focus();
     }
 }
 

@@ -1,5 +1,6 @@
 import { test, expect } from "./fixtures";
 import { escapeRegExp, signIn, seedRuns, screenshotPath, uniqueTag, waitForHydration } from "./helpers";
+import { expectAccessible } from "./a11y";
 
 test.describe.configure({ mode: "serial" });
 
@@ -31,6 +32,34 @@ for (const role of ["reader", "operator", "admin"]) {
     await expect(page.getByTestId("run-row")).toHaveCount(PAGE_SIZE);
   });
 }
+
+test("the first Tab skips to the page, and the bar offers only the pages the role opens", async ({ page }) => {
+  await signIn(page, "reader");
+  await page.goto(mine);
+  await waitForHydration(page);
+  const nav = page.getByRole("navigation", { name: "Main" });
+  // The precondition: the viewer is known (the same answer decides the Audit link).
+  await expect(page.getByTestId("viewer-role")).toHaveText("reader");
+  await expect(nav.getByRole("link", { name: "Deliveries" })).toBeVisible();
+  await expect(nav.getByRole("link", { name: "Audit" })).toHaveCount(0);
+
+  await page.keyboard.press("Tab");
+  await expect(page.getByTestId("skip-link")).toBeFocused();
+  await expect(page.getByTestId("skip-link")).toBeInViewport();
+  await page.keyboard.press("Enter");
+  await expect(page.locator("main#main")).toBeFocused();
+  await page.keyboard.press("Tab");
+  const focusedInBar = await page.evaluate(() => !!document.activeElement?.closest("header, .skip-link"));
+  expect(focusedInBar).toBe(false);
+  await expectAccessible(page, "Runs, skip link used");
+
+  await page.getByTestId("logout").click();
+  await signIn(page, "operator");
+  await expect(page.getByTestId("viewer-role")).toHaveText("operator");
+  await nav.getByRole("link", { name: "Audit" }).click();
+  await expect(page).toHaveURL(/\/audit$/);
+  await expect(page).toHaveTitle("Audit · Herald");
+});
 
 test("filters and paging update the list and the URL without a reload", async ({ page }) => {
   await signIn(page, "reader");

@@ -265,6 +265,7 @@ test("unknown pages and missing runs are designed pages with a way back", async 
   expect(missing?.status()).toBe(404);
   await waitForHydration(page);
   await expect(page.getByTestId("run-not-found")).toContainText("Run not found");
+  await expect(page).toHaveTitle("Run not found · Herald");
   await expectAccessible(page, "run not found");
   await page.getByRole("link", { name: "Back to Runs" }).click();
   await expect(page).toHaveURL(/\/runs$/);

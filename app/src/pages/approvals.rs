@@ -45,7 +45,7 @@ pub fn ApprovalsPage() -> impl IntoView {
     view! {
         <Title text="Approvals · Herald" />
         <TopBar />
-        <main class="page">
+        <main id="main" tabindex="-1" class="page">
             <div class="page-head">
                 <div>
                     <h1>"Approvals"</h1>

@@ -20,7 +20,7 @@ pub fn AuditPage() -> impl IntoView {
     view! {
         <Title text="Audit · Herald" />
         <TopBar />
-        <main class="page">
+        <main id="main" tabindex="-1" class="page">
             <div class="page-head">
                 <div>
                     <h1>"Audit"</h1>

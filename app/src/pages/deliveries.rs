@@ -75,7 +75,7 @@ pub fn DeliveriesPage() -> impl IntoView {
     view! {
         <Title text="Deliveries · Herald" />
         <TopBar />
-        <main class="page">
+        <main id="main" tabindex="-1" class="page">
             <div class="page-head">
                 <div>
                     <h1>"Deliveries"</h1>

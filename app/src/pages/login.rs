@@ -19,7 +19,7 @@ pub fn LoginPage() -> impl IntoView {
     let next = move || query.with(|q| q.get("next").unwrap_or_else(|| "/runs".to_string()));
     view! {
         <Title text="Sign in · Herald" />
-        <main class="login">
+        <main id="main" tabindex="-1" class="login">
             <form class="panel login-card" method="post" action="/auth/login">
                 <div class="brand big">
                     <span class="brand-mark" aria-hidden="true">"◆"</span>

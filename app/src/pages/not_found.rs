@@ -11,7 +11,7 @@ pub fn NotFound() -> impl IntoView {
     view! {
         <Title text="Page not found · Herald" />
         <TopBar />
-        <main class="page narrow">
+        <main id="main" tabindex="-1" class="page narrow">
             <div class="panel state" data-testid="not-found">
                 <p class="state-code">"404"</p>
                 <h1>"Page not found"</h1>

@@ -84,7 +84,7 @@ pub fn RunPage() -> impl IntoView {
     view! {
         <Title text="Run · Herald" />
         <TopBar />
-        <main class="page">
+        <main id="main" tabindex="-1" class="page">
             <p class="crumbs"><a href="/runs">"← Runs"</a></p>
             <Transition fallback=|| view! { <div class="panel state">"Loading the run…"</div> }>
                 {move || Suspend::new(async move {
@@ -190,6 +190,7 @@ fn RunApprovals(id: Memo<String>, page: Resource<Result<RunView, Failure>>) -> i
 fn RunNotFound(id: String) -> impl IntoView {
     set_status(404);
     view! {
+        <Title text="Run not found · Herald" />
         <div class="panel state" data-testid="run-not-found">
             <p class="state-code">"404"</p>
             <h1>"Run not found"</h1>

@@ -108,7 +108,7 @@ pub fn RunsPage() -> impl IntoView {
     view! {
         <Title text="Runs · Herald" />
         <TopBar />
-        <main class="page">
+        <main id="main" tabindex="-1" class="page">
             <div class="page-head">
                 <div>
                     <h1>"Runs"</h1>
