@@ -58,6 +58,7 @@ fn event(id: String) -> NewEvent {
         max_attempts: 6,
         delay_ms: 0,
         destination: None,
+        trace_parent: None,
     }
 }
 

@@ -147,16 +147,9 @@ impl From<CliRole> for Role {
     }
 }
 
+/// Logs on stderr for a one-off command (no traces).
 pub fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,tower_http=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
+    let _ = crate::telemetry::init(format, None);
 }
 
 /// Refuses `memory://` to a one-off command: what it wrote (or copied) would be
@@ -193,8 +186,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { settings } => {
             let settings = Settings::resolve(&settings)?;
-            init_tracing(settings.log_format);
-            server::serve(settings).await
+            let tracing = crate::telemetry::init(settings.log_format, settings.traces().as_ref())?;
+            let served = server::serve(settings).await;
+            // What the last requests and deliveries traced goes out before exit.
+            if let Some(tracing) = tracing {
+                tokio::task::spawn_blocking(move || tracing.shutdown())
+                    .await
+                    .ok();
+            }
+            served
         }
         Command::Migrate { settings } => {
             let settings = Settings::resolve(&settings)?;

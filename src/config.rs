@@ -110,6 +110,10 @@ settings! {
     max_body_bytes: usize = 1024 * 1024, "HERALD_MAX_BODY_BYTES";
     /// Log format: text or json [default: text]
     log_format: LogFormat = LogFormat::Text, "HERALD_LOG_FORMAT";
+    /// OpenTelemetry: the collector's OTLP/HTTP URL, e.g. http://127.0.0.1:4318 (traces are off without it) [default: none]
+    otlp_endpoint: String = String::new(), "HERALD_OTLP_ENDPOINT";
+    /// OpenTelemetry: the share of new traces kept, 0 to 1 (a caller's sampled traceparent is always kept) [default: 1]
+    otlp_sampling: f64 = 1.0, "HERALD_OTLP_SAMPLING";
     /// Handlers running at once per store [default: 256]
     worker_concurrency: usize = 256, "HERALD_WORKER_CONCURRENCY";
     /// Events claimed per statement [default: 256]
@@ -185,6 +189,14 @@ impl Settings {
         Ok(settings)
     }
 
+    /// Where traces go, if anywhere.
+    pub fn traces(&self) -> Option<crate::telemetry::TraceSettings> {
+        (!self.otlp_endpoint.trim().is_empty()).then(|| crate::telemetry::TraceSettings {
+            endpoint: self.otlp_endpoint.trim().to_string(),
+            sampling: self.otlp_sampling,
+        })
+    }
+
     /// The approvals store's URL (the jobs store's unless set).
     pub fn approvals_url(&self) -> &str {
         if self.approvals_database_url.is_empty() {
@@ -200,6 +212,12 @@ impl Settings {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(traces) = self.traces() {
+            traces.check().map_err(|err| ConfigError::Invalid {
+                setting: err.setting(),
+                message: err.to_string(),
+            })?;
+        }
         for (setting, url) in [
             ("database_url", self.database_url.as_str()),
             ("approvals_database_url", self.approvals_url()),

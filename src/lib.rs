@@ -31,3 +31,4 @@ pub mod runtime;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod telemetry;

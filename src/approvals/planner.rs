@@ -215,6 +215,8 @@ impl ApprovalPlanner {
             // Set by `prompt` and `alerts`, whose events leave for a route's URL;
             // replays write records and go to no destination.
             destination: None,
+            // The lifecycle call's trace (its request's span is current).
+            trace_parent: crate::telemetry::current_traceparent(),
         }
     }
 }

@@ -162,6 +162,11 @@ impl WebhookHandler {
                 sign(&keys, event_id, timestamp, &bytes),
             );
         }
+        // With traces on: the receiver joins the producer's trace, as a child of
+        // this send.
+        if let Some(traceparent) = crate::telemetry::current_traceparent() {
+            request = request.header(crate::telemetry::TRACEPARENT, traceparent);
+        }
         classify(request.body(bytes).send().await)
     }
 }

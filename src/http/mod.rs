@@ -112,8 +112,26 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
         ))
         .layer(session_layer)
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .with_state(state)
+}
+
+/// A request's span (a trace's root, or the child of the caller's `traceparent`).
+/// Its path only: a query may carry cursors and filters, never worth a trace.
+fn request_span(request: &axum::extract::Request) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: crate::telemetry::TRACE_TARGET,
+        "request",
+        otel.kind = "server",
+        http.request.method = %request.method(),
+        url.path = %request.uri().path(),
+    );
+    let traceparent = request
+        .headers()
+        .get(crate::telemetry::TRACEPARENT)
+        .and_then(|value| value.to_str().ok());
+    crate::telemetry::continue_trace(&span, traceparent);
+    span
 }
 
 /// Paths under which every answer is JSON, a 404 included.

@@ -46,6 +46,8 @@ impl JobsPlanner {
                 max_attempts,
                 delay_ms: 0,
                 destination: destination_of(&route.url),
+                // Under the failed delivery's span: the notice joins its trace.
+                trace_parent: crate::telemetry::current_traceparent(),
             })
         }))
     }

@@ -56,6 +56,7 @@ async fn send_once(registry: &Registry, event: &NewEvent) -> Option<Outcome> {
         max_attempts: 1,
         lease_token: String::new(),
         destination: event.destination.clone(),
+        trace_parent: event.trace_parent.clone(),
     };
     Some(registration.handler.handle(&attempt).await)
 }

@@ -24,6 +24,7 @@ pub struct Metrics {
     breaker_open: IntGaugeVec,
     retention_removed: IntCounterVec,
     retention_oldest: GaugeVec,
+    trace_spans_dropped: prometheus::IntCounter,
     /// Every family's name, series or not yet (what alert rules and dashboards
     /// may name).
     families: Vec<String>,
@@ -147,9 +148,14 @@ impl Metrics {
             ),
             &["store", "status"],
         ));
+        let trace_spans_dropped = must(prometheus::IntCounter::new(
+            "herald_trace_spans_dropped_total",
+            "Spans that never reached the OpenTelemetry collector (failed exports)",
+        ));
         let mut families = Vec::new();
         for collector in [
-            Box::new(breaker_open.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(trace_spans_dropped.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(breaker_open.clone()),
             Box::new(retention_removed.clone()),
             Box::new(retention_oldest.clone()),
             Box::new(replay_attempts.clone()),
@@ -183,6 +189,7 @@ impl Metrics {
             breaker_open,
             retention_removed,
             retention_oldest,
+            trace_spans_dropped,
             families,
             declared: Default::default(),
         }
@@ -353,6 +360,12 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
+        // The exporter counts on its own thread; catch up before each scrape.
+        let dropped = crate::telemetry::dropped_spans();
+        let shown = self.trace_spans_dropped.get();
+        if dropped > shown {
+            self.trace_spans_dropped.inc_by(dropped - shown);
+        }
         let mut buffer = Vec::new();
         let encoder = TextEncoder::new();
         if encoder

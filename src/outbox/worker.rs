@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::availability::{StoreBackoff, StoreHealth};
 use super::destinations::{Admission, DestinationHealth};
@@ -15,6 +16,7 @@ use super::handler::{Outcome, Registry};
 use super::metrics::Metrics;
 use super::model::{ClaimedEvent, FailedEvent, Settle, Settlement};
 use crate::store::ports::{ClaimRequest, OutboxStore};
+use crate::telemetry::{self, TRACE_TARGET};
 
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
@@ -68,6 +70,8 @@ struct Finished {
     /// that could not even send, for want of a secret, says nothing).
     tested_destination: bool,
     slot: OwnedSemaphorePermit,
+    /// The delivery's span, ended once its settlement is written.
+    span: tracing::Span,
 }
 
 pub struct Worker {
@@ -257,29 +261,37 @@ impl Worker {
                 let holder = self.config.holder.clone();
                 let metrics = self.metrics.clone();
                 let destinations = self.destinations.clone();
-                tokio::spawn(async move {
-                    let finished = match destinations {
-                        None => run_one(&registry, &metrics, &holder, event, permit).await,
-                        Some(health) => match health.admit(&event).await {
-                            Admission::Go(ticket) => {
-                                let finished =
-                                    run_one(&registry, &metrics, &holder, event, permit).await;
-                                health
-                                    .finished(
-                                        ticket,
-                                        &finished.settlement.settle,
-                                        finished.tested_destination,
-                                    )
-                                    .await;
-                                finished
-                            }
-                            Admission::Wait { delay_ms } => {
-                                deferred(&holder, event, delay_ms, permit)
-                            }
-                        },
-                    };
-                    let _ = tx.send(finished).await;
-                });
+                let span = delivery_span(&event);
+                tokio::spawn(
+                    async move {
+                        let finished = match destinations {
+                            None => run_one(&registry, &metrics, &holder, event, permit).await,
+                            Some(health) => match health
+                                .admit(&event)
+                                .instrument(tracing::info_span!(target: TRACE_TARGET, "claim"))
+                                .await
+                            {
+                                Admission::Go(ticket) => {
+                                    let finished =
+                                        run_one(&registry, &metrics, &holder, event, permit).await;
+                                    health
+                                        .finished(
+                                            ticket,
+                                            &finished.settlement.settle,
+                                            finished.tested_destination,
+                                        )
+                                        .await;
+                                    finished
+                                }
+                                Admission::Wait { delay_ms } => {
+                                    deferred(&holder, event, delay_ms, permit)
+                                }
+                            },
+                        };
+                        let _ = tx.send(finished).await;
+                    }
+                    .instrument(span),
+                );
             }
             if drained_due {
                 self.idle(&shutdown).await;
@@ -369,6 +381,7 @@ fn deferred(
         },
         tested_destination: false,
         slot: permit,
+        span: tracing::Span::current(),
     }
 }
 
@@ -386,7 +399,9 @@ async fn run_one(
             let handler = registration.handler.clone();
             let claimed = event.clone();
             // A panicking handler is a failed attempt, not a dead worker.
-            let outcome = match tokio::spawn(async move { handler.handle(&claimed).await }).await {
+            let send = tracing::info_span!(target: TRACE_TARGET, "send", otel.kind = "client");
+            let sending = async move { handler.handle(&claimed).await }.instrument(send);
+            let outcome = match tokio::spawn(sending).await {
                 Ok(outcome) => outcome,
                 Err(join) => {
                     tracing::error!(event_id = %event.event_id, kind = %event.kind, error = %join, "a handler crashed");
@@ -437,7 +452,23 @@ async fn run_one(
         },
         tested_destination: outcome.tested_destination(),
         slot: permit,
+        span: tracing::Span::current(),
     }
+}
+
+/// A claimed event's span, continuing the trace of the request that owed it:
+/// claim (its destination's place), send and settle are its children.
+fn delivery_span(event: &ClaimedEvent) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: TRACE_TARGET,
+        "delivery",
+        herald.event_id = %event.event_id,
+        herald.kind = %event.kind,
+        herald.attempt = event.attempts,
+        herald.cycle = event.cycle,
+    );
+    telemetry::continue_trace(&span, event.trace_parent.as_deref());
+    span
 }
 
 /// Settles finished attempts in batches: whatever has arrived is written together.
@@ -497,10 +528,19 @@ async fn settle_batch(
     batch: Vec<Finished>,
     give_up_after: Duration,
 ) {
+    // Each delivery's settle span lasts as long as the batch's write.
+    let settling: Vec<tracing::Span> = batch
+        .iter()
+        .map(|f| {
+            tracing::info_span!(target: TRACE_TARGET, parent: &f.span, "settle",
+                herald.outcome = f.settlement.settle.outcome_label())
+        })
+        .collect();
     // Slots are freed only once the batch is written (at the end of this task).
     let (settlements, _slots): (Vec<Settlement>, Vec<OwnedSemaphorePermit>) =
         batch.into_iter().map(|f| (f.settlement, f.slot)).unzip();
     let accepted = settle_resiliently(store.as_ref(), &settlements, give_up_after).await;
+    drop(settling);
     {
         let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
         for s in &settlements {

@@ -249,6 +249,7 @@ impl RunService {
                 run_id: id.to_string(),
                 to,
                 result,
+                trace_parent: crate::telemetry::current_traceparent(),
             })
             .await
             .map_err(|lost| ServiceError::Internal(lost.to_string()))??;
@@ -343,6 +344,7 @@ impl RunService {
             run_id: id.to_string(),
             to: request.to,
             result: self.result_text(request.result.as_ref())?,
+            trace_parent: crate::telemetry::current_traceparent(),
         };
         self.write_keyed(keyed, vec![Ok(item)], &viewer, |mut outcomes| {
             let response = outcomes.pop().unwrap_or_else(|| {
@@ -377,6 +379,7 @@ impl RunService {
                     result: self.result_text(item.result.as_ref())?,
                     run_id: item.run_id,
                     to: item.to,
+                    trace_parent: crate::telemetry::current_traceparent(),
                 })
             })
             .collect();

@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use tracing::Instrument;
 use vocab::RunStatus;
 
 use super::{write_batched, ServiceError};
@@ -16,6 +17,7 @@ use crate::outbox::model::NewEvent;
 use crate::outbox::Outbox;
 use crate::store::ports::{Run, RunRepository, WriteTx};
 use crate::store::StoreError;
+use crate::telemetry::{self, TRACE_TARGET};
 
 /// One requested move, already validated.
 #[derive(Clone, Debug)]
@@ -24,6 +26,8 @@ pub struct TransitionItem {
     pub to: RunStatus,
     /// The result as JSON text.
     pub result: Option<String>,
+    /// The requester's trace (`traceparent`), frozen with the events the move owes.
+    pub trace_parent: Option<String>,
 }
 
 /// What a transition did.
@@ -73,7 +77,15 @@ impl TransitionWriter {
     /// One write unit for the whole batch (`service::write_batched`): an item's
     /// own verdict (missing, illegal, a repeat) is its alone.
     async fn write_batch(self, items: Vec<TransitionItem>) -> Vec<TransitionOutcome> {
-        write_batched(items, |items| self.write_unit(items)).await
+        // One commit for many requests: its span links to each traced one.
+        let span =
+            tracing::info_span!(target: TRACE_TARGET, "commit transitions", items = items.len());
+        for item in &items {
+            telemetry::link_to(&span, item.trace_parent.as_deref());
+        }
+        write_batched(items, |items| self.write_unit(items))
+            .instrument(span)
+            .await
     }
 
     async fn write_unit(
@@ -120,7 +132,10 @@ impl TransitionWriter {
             let mut moved = self.repo.transition_from(tx, &moves, &from, *to).await?;
             for &i in indexes {
                 match moved.iter().position(|run| run.id == items[i].run_id) {
-                    Some(at) => outcomes[i] = Some(Ok(self.transitioned(moved.swap_remove(at)))),
+                    Some(at) => {
+                        let run = moved.swap_remove(at);
+                        outcomes[i] = Some(Ok(self.transitioned(run, &items[i])));
+                    }
                     None => careful.push(i),
                 }
             }
@@ -148,12 +163,15 @@ impl TransitionWriter {
             .collect())
     }
 
-    fn transitioned(&self, run: Run) -> Moved {
-        let events = if run.status.is_terminal() {
+    fn transitioned(&self, run: Run, item: &TransitionItem) -> Moved {
+        let mut events = if run.status.is_terminal() {
             self.planner.for_terminal(&run, &run.routes)
         } else {
             Vec::new()
         };
+        for event in &mut events {
+            event.trace_parent.clone_from(&item.trace_parent);
+        }
         Moved::Transitioned { run, events }
     }
 
@@ -196,7 +214,7 @@ impl TransitionWriter {
             .repo
             .apply_transition(tx, &current, to, item.result.as_deref(), None)
             .await?;
-        Ok(Ok(self.transitioned(run)))
+        Ok(Ok(self.transitioned(run, item)))
     }
 }
 

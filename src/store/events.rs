@@ -46,6 +46,9 @@ pub struct NewEvent {
     /// The origin the event is sent to, filled by its planner (none: no
     /// destination's caps or breaker apply).
     pub destination: Option<String>,
+    /// The W3C `traceparent` of the request that owed it (traces on), so its
+    /// delivery continues that trace.
+    pub trace_parent: Option<String>,
 }
 
 /// An event as a worker holds it under a lease.
@@ -67,6 +70,8 @@ pub struct ClaimedEvent {
     pub lease_token: String,
     /// The origin stored with the event (see [`NewEvent::destination`]).
     pub destination: Option<String>,
+    /// See [`NewEvent::trace_parent`].
+    pub trace_parent: Option<String>,
 }
 
 /// A whole event row, for operators and tests.

@@ -31,7 +31,7 @@ pub(super) const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, par
 /// What a claim hands to the worker.
 const CLAIM_COLUMNS: &str =
     "event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
-     attempts, cycle, cycle_attempts, max_attempts, lease_token, destination";
+     attempts, cycle, cycle_attempts, max_attempts, lease_token, destination, trace_parent";
 
 /// The fence every worker write carries.
 pub(super) const FENCE: &str = "lease_token = ? AND status = 'processing' AND lease_expires_at > ";
@@ -96,6 +96,7 @@ fn claimed_from_row(row: &AnyRow) -> Result<ClaimedEvent, StoreError> {
         max_attempts: int(row, "max_attempts")?,
         lease_token: text(row, "lease_token")?,
         destination: opt_text(row, "destination")?,
+        trace_parent: opt_text(row, "trace_parent")?,
     })
 }
 
@@ -549,17 +550,17 @@ impl OutboxStore for SqlStore {
         tx: &mut WriteTx,
         events: &[NewEvent],
     ) -> Result<(), StoreError> {
-        // A statement holds at most this many rows (and 10 binds a row).
+        // A statement holds at most this many rows (and 11 binds a row).
         const ROWS: usize = 128;
         let now = self.engine.now_ms();
         let row =
-            format!("(?, ?, ?, ?, ?, ?, ?, 'pending', 0, 1, 0, ?, {now} + ?, {now}, {now}, ?)");
+            format!("(?, ?, ?, ?, ?, ?, ?, 'pending', 0, 1, 0, ?, {now} + ?, {now}, {now}, ?, ?)");
         for chunk in events.chunks(ROWS) {
             // Padded with repeats of the last event, which insert-if-absent drops.
             let rows: Vec<&NewEvent> = padded(chunk).collect();
             let sql = format!(
                 "INSERT INTO outbox_events (event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
-                 status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, created_at, updated_at, destination) \
+                 status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, created_at, updated_at, destination, trace_parent) \
                  VALUES {} {}",
                 vec![row.as_str(); rows.len()].join(", "),
                 self.engine.insert_if_absent_tail("event_id")
@@ -577,7 +578,8 @@ impl OutboxStore for SqlStore {
                     .bind(i64::from(event.redeliverable))
                     .bind(i64::from(event.max_attempts.max(1)))
                     .bind(event.delay_ms.max(0))
-                    .bind(event.destination.as_deref());
+                    .bind(event.destination.as_deref())
+                    .bind(event.trace_parent.as_deref());
             }
             query.execute(&mut **tx).await?;
         }

@@ -67,6 +67,7 @@ pub const OUTBOX_EVENTS: TableShape = TableShape {
         ("uncertain_at", Int),
         ("dead_letter_id", Text),
         ("destination", Text),
+        ("trace_parent", Text),
     ],
 };
 

@@ -31,6 +31,20 @@ pub async fn metrics_with(base: &str, wanted: &str, within: Duration) -> String 
     }
 }
 
+/// The value of the unlabelled metric `name` the server at `base` exports now.
+pub async fn metric_value(base: &str, name: &str) -> Option<f64> {
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    let line = text
+        .lines()
+        .find(|line| line.split(' ').next() == Some(name))?;
+    line.rsplit(' ').next()?.parse().ok()
+}
+
 /// Sends `request` and reads its JSON body (whatever the status).
 pub async fn json_of(request: reqwest::RequestBuilder) -> serde_json::Value {
     request.send().await.unwrap().json().await.unwrap()

@@ -63,6 +63,7 @@ pub fn delivery(round: usize, i: usize, route: &str, url: &str) -> NewEvent {
         max_attempts: 6,
         delay_ms: 0,
         destination: herald::outbox::destinations::destination_of(url),
+        trace_parent: None,
     }
 }
 

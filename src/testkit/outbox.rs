@@ -24,6 +24,7 @@ pub fn test_event(id: &str) -> NewEvent {
         max_attempts: 6,
         delay_ms: 0,
         destination: None,
+        trace_parent: None,
     }
 }
 

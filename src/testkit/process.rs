@@ -179,6 +179,7 @@ pub fn callback(id: &str, url: &str) -> NewEvent {
         max_attempts: 6,
         delay_ms: 0,
         destination: herald::outbox::destinations::destination_of(url),
+        trace_parent: None,
     }
 }
 

@@ -12,6 +12,8 @@ pub struct Arrival {
     pub body: serde_json::Value,
     /// Whether a Standard Webhooks verifier accepted it (None: no secret to check with).
     pub verified: Option<bool>,
+    /// Its W3C `traceparent` header, if it carried one.
+    pub traceparent: Option<String>,
     /// When it arrived (rates in `benches/isolation.rs`).
     #[allow(dead_code)]
     pub at: std::time::Instant,
@@ -190,6 +192,10 @@ impl ReceiverState {
             event_id: event_id.clone(),
             body: json,
             verified,
+            traceparent: headers
+                .get("traceparent")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
             at: std::time::Instant::now(),
         });
         let _unanswered = InFlight::enter(&self.in_flight);

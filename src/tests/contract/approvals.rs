@@ -286,6 +286,7 @@ impl Fixture {
             max_attempts: prompt.max_attempts,
             lease_token: "t".into(),
             destination: None,
+            trace_parent: None,
         };
         handler.handle(&claimed).await
     }

@@ -48,6 +48,7 @@ fn claimed(i: usize, origin: &str) -> ClaimedEvent {
         max_attempts: 6,
         lease_token: "t".into(),
         destination: Some(origin.to_string()),
+        trace_parent: None,
     }
 }
 

@@ -585,6 +585,7 @@ fn event_with(id: &str, redeliverable: bool, max_attempts: u32) -> NewEvent {
         max_attempts,
         delay_ms: 0,
         destination: None,
+        trace_parent: None,
     }
 }
 

@@ -30,6 +30,7 @@ fn event(id: &str) -> NewEvent {
         max_attempts: 6,
         delay_ms: 0,
         destination: None,
+        trace_parent: None,
     }
 }
 

@@ -25,6 +25,7 @@ fn event(id: &str, redeliverable: bool) -> NewEvent {
         max_attempts: 6,
         delay_ms: 0,
         destination: None,
+        trace_parent: None,
     }
 }
 

@@ -4,7 +4,7 @@
 use herald::store::ports::OutboxStore;
 use herald::store::{SqlStore, StoreOptions};
 use sqlx::Executor;
-use testkit::{enqueue, TestDb};
+use testkit::TestDb;
 
 testkit::contract_tests!(
     migrations_are_idempotent_and_make_the_store_ready,
@@ -43,12 +43,15 @@ async fn dead_letters_written_before_migration_9_keep_their_event_s_cycle(db: &T
         ..sqlx::migrate::Migrator::DEFAULT
     };
     up_to_8.run(store.pool()).await.unwrap();
-    enqueue(
-        &store,
-        &[super::outbox::event("old"), super::outbox::event("retried")],
-    )
-    .await;
+    // Written as a release of migration 8 wrote them (today's insert names
+    // columns that came later).
     for sql in [
+        "INSERT INTO outbox_events (event_id, source, kind, parent_type, parent_id, payload, \
+         redeliverable, status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, \
+         created_at, updated_at) VALUES \
+         ('old', 'jobs', 'test', 'run', 'run-1', '{\"n\":1}', 1, 'pending', 0, 1, 0, 6, 0, 1, 1), \
+         ('retried', 'jobs', 'test', 'run', 'run-1', '{\"n\":1}', 1, 'pending', 0, 1, 0, 6, 0, 1, 1)",
+
         "UPDATE outbox_events SET status = 'failed', cycle = 3 WHERE event_id = 'old'",
         "INSERT INTO outbox_dead_letters (id, event_id, kind, reason, created_at) \
          VALUES ('dead_letter_old', 'old', 'test', 'gone', 1)",

@@ -43,6 +43,7 @@ fn event(id: &str, redeliverable: bool) -> NewEvent {
         max_attempts: 3,
         delay_ms: 0,
         destination: None,
+        trace_parent: None,
     }
 }
 

@@ -24,6 +24,7 @@ fn shelved(id: &str, kind: &str, source: Source) -> NewEvent {
         max_attempts: 6,
         delay_ms: 3_600_000,
         destination: None,
+        trace_parent: None,
     }
 }
 

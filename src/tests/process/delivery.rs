@@ -426,6 +426,7 @@ async fn a_3xx_is_permanent_and_never_followed() {
             max_attempts: 6,
             lease_token: "t".into(),
             destination: None,
+            trace_parent: None,
         };
         let policy = herald::outbox::policy::RetryPolicy {
             max_attempts: 6,

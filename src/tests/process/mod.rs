@@ -18,4 +18,5 @@ mod prometheus;
 mod retention_crash;
 mod run_approvals_crash;
 mod settle_outage;
+mod traces;
 mod upkeep;

@@ -24,6 +24,7 @@ fn event(i: usize) -> NewEvent {
         max_attempts: 6,
         delay_ms: 0,
         destination: None,
+        trace_parent: None,
     }
 }
 
