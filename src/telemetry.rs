@@ -126,8 +126,13 @@ pub fn init(
         return Ok(None);
     };
     let provider = provider(traces)?;
+    // No source locations, thread names or busy/idle timings: attributes
+    // nobody searches by, paid for on every span.
     let spans = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("herald"))
+        .with_location(false)
+        .with_threads(false)
+        .with_tracked_inactivity(false)
         .with_filter(
             tracing_subscriber::filter::Targets::new()
                 .with_target(TRACE_TARGET, tracing::Level::INFO),

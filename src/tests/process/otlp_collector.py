@@ -2,7 +2,9 @@
 
 Decodes each ExportTraceServiceRequest with the official protobuf messages
 (PyPI `opentelemetry-proto`) and appends one JSON line per span to the file
-named by the first argument; prints the port it listens on, then serves.
+named by the first argument; prints the port it listens on, then serves. With
+`--count-only` (the e2e bench's collector) it decodes and counts the spans
+without writing them, so that it costs the machine little.
 """
 
 import json
@@ -15,6 +17,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 OUT = open(sys.argv[1], "a", buffering=1)
+COUNT_ONLY = "--count-only" in sys.argv[2:]
+RECEIVED = 0
 
 
 def value_of(any_value):
@@ -30,6 +34,16 @@ class Collector(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
+        if COUNT_ONLY:
+            global RECEIVED
+            RECEIVED += sum(
+                len(scope.spans) for rs in request.resource_spans for scope in rs.scope_spans
+            )
+            OUT.seek(0)
+            OUT.truncate()
+            OUT.write(f"{RECEIVED}\n")
+            self.answer()
+            return
         for resource_spans in request.resource_spans:
             resource = {kv.key: value_of(kv.value) for kv in resource_spans.resource.attributes}
             for scope_spans in resource_spans.scope_spans:
@@ -51,6 +65,9 @@ class Collector(BaseHTTPRequestHandler):
                         )
                         + "\n"
                     )
+        self.answer()
+
+    def answer(self):
         answer = ExportTraceServiceResponse().SerializeToString()
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
