@@ -192,6 +192,35 @@ pub fn TopBar() -> impl IntoView {
     }
 }
 
+/// A long id (an event's, say) shown cut to a column's width, whole on hover and
+/// to screen readers, and copied whole by its button: a long id never pushes a
+/// table's columns over each other.
+#[component]
+pub fn LongId(id: String, #[prop(into)] label: String) -> impl IntoView {
+    let copied = RwSignal::new(false);
+    let whole = id.clone();
+    let title = id.clone();
+    let copy = move |_| {
+        let _ = window().navigator().clipboard().write_text(&whole);
+        copied.set(true);
+    };
+    view! {
+        <span class="long-id">
+            <span class="mono truncate" title=title data-testid="long-id">{id}</span>
+            <button
+                type="button"
+                class="copy-id"
+                aria-label=format!("Copy the {label}")
+                title="Copy"
+                data-testid="copy-id"
+                on:click=copy
+            >
+                {move || if copied.get() { "Copied" } else { "Copy" }}
+            </button>
+        </span>
+    }
+}
+
 /// The skip link's action once the app runs: focus the page's `<main>` (the
 /// router would otherwise take the `#main` link as a navigation and move no
 /// focus); before hydration the browser follows the fragment itself.

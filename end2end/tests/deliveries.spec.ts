@@ -329,6 +329,42 @@ test("the Deliveries page lists every source's events and retries all matching a
 });
 
 // A property, not a speed: the page refreshes itself (every 2 s) until the change shows.
+test("the Deliveries table keeps its columns apart from 1,280 to 1,920 px and copies a whole id", async ({ page, context }) => {
+  await context.grantPermissions(["clipboard-read", "clipboard-write"]);
+  // The precondition, the widest row: a delivery whose id is longer than its
+  // column and whose last error fills its own (the receiver refuses it for good).
+  await receiver.steer("/hook", { status: 400 });
+  const run = await finishedRun({ tenant: "layout" });
+  await expect
+    .poll(async () => (await deliveries(run))[0]?.status, { timeout: SETTLE_MS })
+    .toBe("failed");
+  await receiver.steer("/hook", { status: 200 });
+  const [delivery] = await deliveries(run);
+  expect(delivery.event_id.length).toBeGreaterThan(40);
+  await signIn(page, "operator");
+  const row = page.locator(`[data-testid="delivery-row"][data-event-id="${delivery.event_id}"]`);
+  for (const width of [1280, 1400, 1920]) {
+    await page.setViewportSize({ width, height: 900 });
+    await page.goto(`/deliveries?status=all&parent=run:${run}`);
+    await waitForHydration(page);
+    await expect(row).toBeVisible();
+    // No cell's content runs into its neighbour, and no column is cut off.
+    const spilling = await row
+      .locator("td")
+      .evaluateAll((cells) => cells.filter((c) => c.scrollWidth > c.clientWidth + 1).length);
+    expect(spilling, `cells spilling at ${width} px`).toBe(0);
+    const cutOff = await page
+      .getByTestId("deliveries-table")
+      .evaluate((table) => table.parentElement!.scrollWidth > table.parentElement!.clientWidth + 1);
+    expect(cutOff, `table cut off at ${width} px`).toBe(false);
+    await expect(row.getByTestId("long-id")).toHaveAttribute("title", delivery.event_id);
+  }
+  await row.getByTestId("copy-id").click();
+  await expect(row.getByTestId("copy-id")).toHaveText("Copied");
+  expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(delivery.event_id);
+  await expectAccessible(page, "Deliveries with a copied id");
+});
+
 test("the Runs page shows new runs and delivery changes without a reload", async ({ page }) => {
   await signIn(page, "reader");
   await page.goto(`/runs?tenant=${tag}-live`);

@@ -13,7 +13,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::api::{bulk_retry, current_viewer, list_deliveries, preview_bulk_retry, Failure};
 use crate::components::{
-    focus_within, poll_while_visible, ErrorPanel, ScrollingTable, StoresUnavailable, TopBar,
+    focus_within, poll_while_visible, ErrorPanel, LongId, ScrollingTable, StoresUnavailable, TopBar,
 };
 use crate::dto::{
     BulkOutcome, BulkPreview, DeliveryFilter, DeliveryPage, DeliveryQuery, DeliveryStatus,
@@ -234,7 +234,7 @@ fn DeliveryRow(d: DeliveryView) -> impl IntoView {
     };
     view! {
         <tr data-testid="delivery-row" data-event-id=d.event_id.clone()>
-            <td class="mono wrap">{d.event_id.clone()}</td>
+            <td><LongId id=d.event_id.clone() label="event id" /></td>
             <td>{d.kind.clone()}</td>
             <td>{d.source.clone()}</td>
             <td>{parent}</td>
