@@ -57,6 +57,9 @@ impl RunContinuer {
     pub async fn apply(&self, continuation: RunContinuation) -> Result<Continued, StoreError> {
         let (runs, planner) = (self.runs.clone(), self.planner.clone());
         let events_store = self.outbox.store().clone();
+        // Read here, under the decision's delivery: the write below may run on
+        // another task, where that span is not current.
+        let trace_parent = crate::telemetry::current_traceparent();
         self.outbox
             .write(move |tx| {
                 Box::pin(async move {
@@ -75,12 +78,15 @@ impl RunContinuer {
                     let moved = runs
                         .apply_transition(tx, &run, to, run.result.as_deref(), None)
                         .await?;
-                    let events = planner.for_continuation(
+                    let mut events = planner.for_continuation(
                         &moved,
                         &continuation.approval_id,
                         continuation.decision,
                         &continuation.by,
                     );
+                    for event in &mut events {
+                        event.trace_parent.clone_from(&trace_parent);
+                    }
                     events_store.enqueue_all_in(tx, &events).await?;
                     Ok(Continued::Now {
                         to,

@@ -170,9 +170,9 @@ impl JobsPlanner {
             max_attempts: self.plan.max_attempts,
             delay_ms: 0,
             destination,
-            // The trace it continues: a transition's is set by its writer, a
-            // continuation's is the decision delivery's it runs under.
-            trace_parent: crate::telemetry::current_traceparent(),
+            // Set by the caller, who knows whose trace it continues (a
+            // transition's writer, a continuation's delivery).
+            trace_parent: None,
         }
     }
 }

@@ -86,6 +86,8 @@ impl ApprovalRequests {
         let (runs, planner) = (self.runs.clone(), self.planner.clone());
         let events_store = self.outbox.store().clone();
         let (run_id, requested_by) = (run_id.to_string(), requested_by.to_string());
+        // The asking request's trace, read here: the write may run on another task.
+        let trace_parent = crate::telemetry::current_traceparent();
         self.outbox
             .write(move |tx| {
                 Box::pin(async move {
@@ -132,7 +134,9 @@ impl ApprovalRequests {
                         tenant: moved.tenant.clone(),
                         requested_by,
                     };
-                    let events = vec![planner.approval_request(&moved, &request)];
+                    let mut event = planner.approval_request(&moved, &request);
+                    event.trace_parent = trace_parent;
+                    let events = vec![event];
                     events_store.enqueue_all_in(tx, &events).await?;
                     Ok(Moved::Transitioned { run: moved, events })
                 })
