@@ -494,6 +494,10 @@ struct Figures {
     receiver_cores: f64,
     herald_rss_mb: f64,
     ceiling: Option<f64>,
+    /// Herald's CPU-seconds per 1,000 webhooks delivered.
+    herald_cpu_per_thousand: f64,
+    /// Claimed events given back unattempted (`herald_outbox_claims_handed_back_total`).
+    handed_back: f64,
 }
 
 /// What a soak samples once a minute beside its latencies.
@@ -534,12 +538,17 @@ async fn database_mb(url: &str) -> f64 {
 
 /// `herald_retention_rows_removed_total` summed over its series, from `/metrics`.
 async fn rows_removed(base: &str) -> f64 {
+    metric_sum(base, "herald_retention_rows_removed_total").await
+}
+
+/// A metric family summed over its series, from `/metrics`.
+async fn metric_sum(base: &str, family: &str) -> f64 {
     let text = match reqwest::get(format!("{base}/metrics")).await {
         Ok(resp) => resp.text().await.unwrap_or_default(),
         Err(_) => return 0.0,
     };
     text.lines()
-        .filter(|l| l.starts_with("herald_retention_rows_removed_total"))
+        .filter(|l| l.starts_with(family))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .fold(0.0, |total, rows| total + rows)
 }
@@ -663,7 +672,9 @@ async fn measure(
         .max()
         .unwrap_or(report.start_ns);
     let acknowledged = runs as f64 / ((last_ack - report.start_ns) as f64 / 1e9);
-    let herald_cores = (cpu_time(&pid) - herald_cpu).as_secs_f64() / wall;
+    let herald_cpu_seconds = (cpu_time(&pid) - herald_cpu).as_secs_f64();
+    let herald_cores = herald_cpu_seconds / wall;
+    let handed_back = metric_sum(&server.base, "herald_outbox_claims_handed_back_total").await;
     let receiver_cores = (cpu_time("self") - receiver_cpu).as_secs_f64() / wall;
     let database_cores = cpu_time_of_all("postgres")
         .saturating_sub(database_cpu)
@@ -715,6 +726,8 @@ async fn measure(
         receiver_cores,
         herald_rss_mb,
         ceiling,
+        herald_cpu_per_thousand: herald_cpu_seconds / runs as f64 * 1000.0,
+        handed_back,
     }
 }
 
@@ -817,9 +830,9 @@ fn main() {
         herald::channels::install_crypto_provider();
         let (hook, arrivals) = start_receiver().await;
         println!(
-            "| engine | load | signed webhooks/s | transitions acknowledged/s | commit → receiver p50 / p99 | CPU cores: Herald / PostgreSQL / client / receiver | Herald peak RSS | loopback ceiling | ratio |"
+            "| engine | load | signed webhooks/s | transitions acknowledged/s | commit → receiver p50 / p99 | CPU cores: Herald / PostgreSQL / client / receiver | Herald peak RSS | loopback ceiling | ratio | Herald CPU-s per 1,000 | claims handed back |"
         );
-        println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+        println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
         for _ in 0..repeat {
             for engine in &engines {
                 for load in &loads {
@@ -837,7 +850,7 @@ fn main() {
                         None => ("—".into(), "—".into()),
                     };
                     println!(
-                        "| {} | {} | {:.0} | {:.0} | {:.1} / {:.1} ms | {:.2} / {:.2} / {:.2} / {:.2} | {:.0} MB | {} | {} |",
+                        "| {} | {} | {:.0} | {:.0} | {:.1} / {:.1} ms | {:.2} / {:.2} / {:.2} / {:.2} | {:.0} MB | {} | {} | {:.2} | {:.0} |",
                         engine.name(),
                         load.describe(),
                         f.per_second,
@@ -850,7 +863,9 @@ fn main() {
                         f.receiver_cores,
                         f.herald_rss_mb,
                         ceiling,
-                        ratio
+                        ratio,
+                        f.herald_cpu_per_thousand,
+                        f.handed_back
                     );
                 }
             }

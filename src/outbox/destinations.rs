@@ -16,7 +16,8 @@
 //!   for. Those wait in memory for a free place (briefly: [`CAP_WAIT`]); one that
 //!   still finds none, or an event of an origin whose breaker opened meanwhile,
 //!   is given back with [`Settle::Deferred`]: `pending` again, the claim's
-//!   attempt returned, due shortly (cap) or at the probe time (breaker).
+//!   attempt returned, due shortly (cap) or at the probe time (breaker), and
+//!   counted in `herald_outbox_claims_handed_back_total` by reason.
 //!
 //! The breaker: consecutive retryable failures are counted in each node's
 //! memory; at the threshold the breaker opens, which is written to the shared
@@ -149,7 +150,26 @@ pub enum Admission {
     /// Send it; hand the ticket back with the attempt's settlement.
     Go(Ticket),
     /// Give it back unattempted, due after `delay_ms`.
-    Wait { delay_ms: i64 },
+    Wait { delay_ms: i64, reason: HandBack },
+}
+
+/// Why an event is given back unattempted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum HandBack {
+    /// Its destination had no free place in time.
+    NoPlace,
+    /// Its destination's breaker is open or probing.
+    Breaker,
+}
+
+impl HandBack {
+    /// Its label in `herald_outbox_claims_handed_back_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            HandBack::NoPlace => "no_place",
+            HandBack::Breaker => "breaker",
+        }
+    }
 }
 
 /// One admitted attempt to a destination (None: an event with no destination).
@@ -329,7 +349,12 @@ impl DestinationHealth {
                         probe: false,
                     })
                 }
-                Decision::GiveBack(delay_ms) => return Admission::Wait { delay_ms },
+                Decision::GiveBack(delay_ms) => {
+                    return Admission::Wait {
+                        delay_ms,
+                        reason: HandBack::Breaker,
+                    }
+                }
                 Decision::Probe => break,
                 Decision::WaitForPlace(freed) => {
                     waited = true;
@@ -342,6 +367,7 @@ impl DestinationHealth {
                         // makes it wait for the probe instead.)
                         return Admission::Wait {
                             delay_ms: CAP_WAIT_MS,
+                            reason: HandBack::NoPlace,
                         };
                     }
                 }
@@ -378,11 +404,13 @@ impl DestinationHealth {
                     };
                     Admission::Wait {
                         delay_ms: open_ms.min(1_000),
+                        reason: HandBack::Breaker,
                     }
                 }
                 // The state moved on meanwhile (closed by an operator or a probe).
                 _ => Admission::Wait {
                     delay_ms: CAP_WAIT_MS,
+                    reason: HandBack::Breaker,
                 },
             }
         })

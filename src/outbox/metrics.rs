@@ -8,6 +8,9 @@ use prometheus::{
 
 use super::model::{OutboxStats, StatsRow, SETTLED_STATES};
 
+/// Why a claimed event was given back unattempted (`Admission::Wait`).
+pub const HAND_BACK_REASONS: [&str; 2] = ["no_place", "breaker"];
+
 pub struct Metrics {
     registry: Registry,
     available: IntGaugeVec,
@@ -25,6 +28,7 @@ pub struct Metrics {
     retention_removed: IntCounterVec,
     retention_oldest: GaugeVec,
     trace_spans_dropped: prometheus::IntCounter,
+    claims_handed_back: IntCounterVec,
     /// Every family's name, series or not yet (what alert rules and dashboards
     /// may name).
     families: Vec<String>,
@@ -152,9 +156,17 @@ impl Metrics {
             "herald_trace_spans_dropped_total",
             "Spans that never reached the OpenTelemetry collector (failed exports)",
         ));
+        let claims_handed_back = must(IntCounterVec::new(
+            Opts::new(
+                "herald_outbox_claims_handed_back_total",
+                "Claimed events given back unattempted, per kind and reason (no_place: its destination had no free place in time; breaker: its destination's breaker was open).",
+            ),
+            &["kind", "reason"],
+        ));
         let mut families = Vec::new();
         for collector in [
             Box::new(trace_spans_dropped.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(claims_handed_back.clone()),
             Box::new(breaker_open.clone()),
             Box::new(retention_removed.clone()),
             Box::new(retention_oldest.clone()),
@@ -190,6 +202,7 @@ impl Metrics {
             retention_removed,
             retention_oldest,
             trace_spans_dropped,
+            claims_handed_back,
             families,
             declared: Default::default(),
         }
@@ -227,6 +240,9 @@ impl Metrics {
         // first failure would never fire.
         self.exhausted.with_label_values(&[kind]);
         self.uncertain_sweeps.with_label_values(&[kind]);
+        for reason in HAND_BACK_REASONS {
+            self.claims_handed_back.with_label_values(&[kind, reason]);
+        }
         if kind == vocab::approvals::kinds::FIELD_UPDATE {
             self.replay_exhausted
                 .with_label_values(&[vocab::approvals::LifecycleEvent::Recall.label()]);
@@ -286,6 +302,14 @@ impl Metrics {
         self.handler_latency
             .with_label_values(&[kind])
             .observe(seconds);
+    }
+
+    /// A claimed event given back unattempted; `reason` is one of
+    /// [`HAND_BACK_REASONS`].
+    pub fn record_handed_back(&self, kind: &str, reason: &str) {
+        self.claims_handed_back
+            .with_label_values(&[kind, reason])
+            .inc();
     }
 
     pub fn record_exhausted(&self, kind: &str) {

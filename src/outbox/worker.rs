@@ -283,7 +283,8 @@ impl Worker {
                                         .await;
                                     finished
                                 }
-                                Admission::Wait { delay_ms } => {
+                                Admission::Wait { delay_ms, reason } => {
+                                    metrics.record_handed_back(&event.kind, reason.label());
                                     deferred(&holder, event, delay_ms, permit)
                                 }
                             },

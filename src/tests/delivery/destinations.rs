@@ -389,3 +389,76 @@ async fn each_failed_probe_doubles_the_wait_up_to_its_cap() {
     server.stop().await;
     receiver.stop();
 }
+
+/// One commit owes more events to a destination than its cap: one claim takes
+/// them all, the cap admits two, and those that find no place within the wait
+/// are given back unattempted — counted by reason in
+/// `herald_outbox_claims_handed_back_total`, their attempts not spent: once the
+/// receiver answers, each event is delivered with exactly one attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claims_a_full_destination_cannot_take_in_time_are_handed_back_and_counted() {
+    let receiver = Receiver::start().await;
+    receiver.pause();
+    let (server, _routes) = hooks_server(&receiver, |_| {}).await;
+    let base = format!("http://{}", server.addr);
+    let operator = server.token(Role::Operator).await;
+    let client = reqwest::Client::new();
+    let mut runs = Vec::new();
+    for _ in 0..6 {
+        let run = json_of(
+            client
+                .post(server.url("/api/v1/runs"))
+                .bearer_auth(&operator)
+                .json(&json!({"type": "etl", "tenant": "acme", "routes": ["hooks"]})),
+        )
+        .await;
+        runs.push(run["id"].as_str().unwrap().to_string());
+    }
+    let metric = "herald_outbox_claims_handed_back_total{kind=\"delivery\",reason=\"no_place\"}";
+    assert_eq!(testkit::metric_value(&base, metric).await, Some(0.0));
+    // All six events in one commit, so that one claim takes them together.
+    let transitions: Vec<Value> = runs
+        .iter()
+        .map(|id| json!({"run_id": id, "to": "succeeded"}))
+        .collect();
+    let done = client
+        .post(server.url("/api/v1/runs/transitions"))
+        .bearer_auth(&operator)
+        .json(&json!({ "transitions": transitions }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(done.status(), StatusCode::OK);
+
+    wait_for(
+        "four claimed events to be handed back",
+        Duration::from_secs(15),
+        async || testkit::metric_value(&base, metric).await.unwrap_or(0.0) >= 4.0,
+    )
+    .await;
+    assert!(receiver.max_in_flight() <= 2, "the cap held");
+    let breaker_metric =
+        "herald_outbox_claims_handed_back_total{kind=\"delivery\",reason=\"breaker\"}";
+    assert_eq!(
+        testkit::metric_value(&base, breaker_metric).await,
+        Some(0.0)
+    );
+
+    receiver.resume();
+    let events: Vec<String> = runs
+        .iter()
+        .map(|id| format!("deliver_{id}_hooks"))
+        .collect();
+    let store = server.db.store().await;
+    wait_for(
+        "every event to be delivered",
+        Duration::from_secs(20),
+        async || all_in(&store, &events, DeliveryStatus::Completed).await,
+    )
+    .await;
+    for id in &events {
+        let event = store.get_event(id).await.unwrap().unwrap();
+        assert_eq!(event.attempts, 1, "{id}: a hand-back spent no attempt");
+    }
+    assert!(receiver.max_in_flight() <= 2, "the cap held");
+}
