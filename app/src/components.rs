@@ -152,6 +152,9 @@ pub fn ScrollingTable(
 #[component]
 pub fn TopBar() -> impl IntoView {
     let viewer = Resource::new(|| (), |_| current_viewer());
+    // `/` anywhere but in a field goes to the search box.
+    let slash = window_event_listener(leptos::ev::keydown, focus_find_on_slash);
+    on_cleanup(move || slash.remove());
     view! {
         // The first stop of the keyboard: past the bar, straight to the page.
         <a class="skip-link" href="#main" data-testid="skip-link" on:click=focus_main>
@@ -178,6 +181,19 @@ pub fn TopBar() -> impl IntoView {
                 </Suspense>
                 <A href="/approvals">"Approvals"</A>
             </nav>
+            // A plain form: the server answers a single match with a redirect.
+            <form class="find" role="search" action="/search" method="get">
+                <input
+                    id="find-q"
+                    name="q"
+                    type="search"
+                    aria-label="Find by id"
+                    placeholder="Find by id (press /)"
+                    autocomplete="off"
+                    spellcheck="false"
+                    data-testid="find-input"
+                />
+            </form>
             <div class="who">
                 <Suspense fallback=|| ()>
                     {move || Suspend::new(async move {
@@ -218,6 +234,31 @@ pub fn LongId(id: String, #[prop(into)] label: String) -> impl IntoView {
                 {move || if copied.get() { "Copied" } else { "Copy" }}
             </button>
         </span>
+    }
+}
+
+/// `/` typed outside a field focuses the header's search box.
+fn focus_find_on_slash(ev: leptos::ev::KeyboardEvent) {
+    use wasm_bindgen::JsCast;
+    if ev.key() != "/" || ev.ctrl_key() || ev.meta_key() || ev.alt_key() {
+        return;
+    }
+    let typing = ev
+        .target()
+        .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+        .is_some_and(|el| {
+            matches!(el.tag_name().as_str(), "INPUT" | "TEXTAREA" | "SELECT")
+                || el.has_attribute("contenteditable")
+        });
+    if typing {
+        return;
+    }
+    let find = document()
+        .get_element_by_id("find-q")
+        .and_then(|el| el.dyn_into::<web_sys::HtmlElement>().ok());
+    if let Some(find) = find {
+        ev.prevent_default();
+        let _ = find.focus();
     }
 }
 

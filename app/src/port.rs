@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use crate::dto::{
     ApprovalDetailView, ApprovalRow, AuditPage, BreakerClosed, BreakerList, BulkOutcome,
     BulkPreview, ConfigNotice, DeliveryPage, DeliveryQuery, DeliveryView, ReplayShelfView,
-    RetryCommand, RunPage, RunQuery, RunView, Viewer,
+    RetryCommand, RunPage, RunQuery, RunView, SearchAnswer, Viewer,
 };
 
 /// A failure the console can show: an HTTP-like status and a human message.
@@ -63,6 +63,13 @@ pub trait ConsolePort: Send + Sync + 'static {
         viewer: Option<&Viewer>,
         after: Option<String>,
     ) -> Result<AuditPage, ConsoleError>;
+
+    /// What a pasted id (or a part of one) names, and the page that shows it.
+    async fn find_by_id(
+        &self,
+        viewer: Option<&Viewer>,
+        q: String,
+    ) -> Result<SearchAnswer, ConsoleError>;
 
     /// Destination circuit breakers, open and half-open first.
     async fn breakers(&self, viewer: Option<&Viewer>) -> Result<BreakerList, ConsoleError>;

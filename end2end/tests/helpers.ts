@@ -57,3 +57,18 @@ export async function seedRuns(request: APIRequestContext, baseURL: string, runs
     expect(resp.status()).toBe(201);
   }
 }
+
+/** An API context signed in as `role` through the login form (a same-origin session). */
+export async function signedInApi(
+  playwright: { request: { newContext: (o: object) => Promise<APIRequestContext> } },
+  baseURL: string,
+  role: string,
+): Promise<APIRequestContext> {
+  const api = await playwright.request.newContext({ baseURL, extraHTTPHeaders: { origin: baseURL } });
+  const login = await api.post("/auth/login", {
+    form: { username: role, password: password(role), next: "/runs" },
+    maxRedirects: 0,
+  });
+  expect(login.status()).toBe(303);
+  return api;
+}

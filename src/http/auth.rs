@@ -19,7 +19,7 @@ use crate::channels::guard::DestinationGuard;
 use crate::service::ServiceError;
 
 /// Console pages that need a signed-in user (the page and everything below it).
-const GUARDED_PAGES: &[&str] = &["/runs", "/audit", "/deliveries", "/approvals"];
+const GUARDED_PAGES: &[&str] = &["/runs", "/audit", "/deliveries", "/approvals", "/search"];
 
 fn is_guarded_page(path: &str) -> bool {
     GUARDED_PAGES.iter().any(|page| {

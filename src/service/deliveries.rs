@@ -461,6 +461,30 @@ impl DeliveryService {
             .unwrap_or(self.default_max_attempts)
     }
 
+    /// What a pasted id (or a part of one) names, in every store: runs, events,
+    /// approvals and records (the last two with `records:read`). Readers and up.
+    pub async fn find_by_id(
+        &self,
+        viewer: Option<&Viewer>,
+        q: &str,
+    ) -> Result<app::dto::SearchAnswer, ServiceError> {
+        let viewer = require(viewer, Permission::RunsRead)?;
+        let query = super::search::check_query(q)?;
+        let mut matches = Vec::new();
+        let mut unavailable = Vec::new();
+        for part in &self.parts {
+            let read = part
+                .reads
+                .find_ids(&query, app::dto::search::SEARCH_LIMIT)
+                .await;
+            matches.extend(
+                self.partial(part, read, &mut unavailable)?
+                    .unwrap_or_default(),
+            );
+        }
+        Ok(super::search::answer(query, matches, unavailable, viewer))
+    }
+
     /// The operators' audit trail, newest first. Operators and admins only.
     pub async fn audit(
         &self,

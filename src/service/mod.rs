@@ -12,6 +12,7 @@ pub mod idempotency;
 pub mod records;
 pub mod run_approvals;
 pub mod runs;
+pub mod search;
 pub mod transitions;
 
 use vocab::{Permission, Viewer};

@@ -9,7 +9,7 @@ use super::engine::placeholders;
 use super::error::StoreError;
 use super::events::{AttemptRecord, EventRecord};
 use super::outbox::{attempt_from_row, event_from_row, EVENT_COLUMNS};
-use super::ports::{AuditRecord, DeliveryReads, EventFilter, NewAuditEntry};
+use super::ports::{AuditRecord, DeliveryReads, EventFilter, IdKind, IdMatch, NewAuditEntry};
 use super::row::{int, text};
 use super::sql::SqlStore;
 
@@ -194,5 +194,72 @@ impl DeliveryReads for SqlStore {
                 })
             })
             .collect()
+    }
+
+    async fn find_ids(&self, needle: &str, limit: u32) -> Result<Vec<IdMatch>, StoreError> {
+        // (kind, table, id column, owner type column, owner id column)
+        const TABLES: [(IdKind, &str, &str, &str, &str); 4] = [
+            (IdKind::Run, "runs", "id", "'run'", "run_type"),
+            (
+                IdKind::Event,
+                "outbox_events",
+                "event_id",
+                "parent_type",
+                "parent_id",
+            ),
+            (
+                IdKind::Approval,
+                "approval_instances",
+                "id",
+                "object",
+                "record_id",
+            ),
+            (IdKind::Record, "records", "id", "object", "''"),
+        ];
+        // `!` escapes LIKE's wildcards, which ids may hold (`_` in event ids).
+        let escaped: String = needle
+            .chars()
+            .flat_map(|c| match c {
+                '!' | '%' | '_' => vec!['!', c],
+                c => vec![c],
+            })
+            .collect();
+        let mut found = Vec::new();
+        for (kind, table, id, owner_type, owner_id) in TABLES {
+            // The exact id through the primary key; a part of one by a scan (a
+            // pasted id is rarely a prefix: ids are time-ordered UUIDs, and the
+            // console shows their last characters).
+            let sql = format!(
+                "SELECT {id} AS found_id, {owner_type} AS owner_type, {owner_id} AS owner_id \
+                 FROM {table} WHERE {id} = ? \
+                 UNION ALL \
+                 SELECT * FROM (SELECT {id} AS found_id, {owner_type} AS owner_type, {owner_id} AS owner_id \
+                 FROM {table} WHERE ({id} LIKE ? ESCAPE '!' OR {id} LIKE ? ESCAPE '!') AND {id} <> ? \
+                 LIMIT {limit}) AS parts"
+            );
+            let rows = sqlx::query(&self.engine.sql(&sql))
+                .bind(needle)
+                .bind(format!("{escaped}%"))
+                .bind(format!("%{escaped}"))
+                .bind(needle)
+                .fetch_all(&self.pool)
+                .await?;
+            for row in &rows {
+                let found_id = text(row, "found_id")?;
+                // LIKE ignores case on SQLite and MariaDB: the needle's case holds.
+                let exact = found_id == needle;
+                if !exact && !found_id.starts_with(needle) && !found_id.ends_with(needle) {
+                    continue;
+                }
+                found.push(IdMatch {
+                    kind,
+                    exact,
+                    owner_type: text(row, "owner_type")?,
+                    owner_id: text(row, "owner_id")?,
+                    id: found_id,
+                });
+            }
+        }
+        Ok(found)
     }
 }

@@ -441,6 +441,32 @@ pub trait DeliveryReads: Send + Sync {
         before_id: Option<&str>,
         limit: u32,
     ) -> Result<Vec<AuditRecord>, StoreError>;
+    /// Runs, events, approvals and records whose id is `needle`, starts with it or
+    /// ends with it (case as given), at most `limit` of each table, exact ones first.
+    async fn find_ids(&self, needle: &str, limit: u32) -> Result<Vec<IdMatch>, StoreError>;
+}
+
+/// What a searched id names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IdKind {
+    Run,
+    Event,
+    Approval,
+    Record,
+}
+
+/// A row whose id matched a search.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdMatch {
+    pub kind: IdKind,
+    pub id: String,
+    /// Whether the id is the needle itself (not a part of it).
+    pub exact: bool,
+    /// What it belongs to: an event's parent (`run`/`approval`, its id); an
+    /// approval's or a record's object (and the approval's record id); for a
+    /// run, `run` and its type.
+    pub owner_type: String,
+    pub owner_id: String,
 }
 
 /// A destination's circuit breaker as every node sees it.

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dto::{
     AuditPage, BreakerClosed, BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
-    DeliveryQuery, DeliveryView, RetryCommand, RunPage, RunView, Viewer,
+    DeliveryQuery, DeliveryView, RetryCommand, RunPage, RunView, SearchAnswer, Viewer,
 };
 #[cfg(feature = "ssr")]
 use crate::dto::{DeliveryFilter, RunQuery, RunStatus};
@@ -181,6 +181,16 @@ pub async fn audit_trail(after: Option<String>) -> Result<AuditPage, Failure> {
     let viewer = server::viewer();
     server::port()?
         .audit(viewer.as_ref(), after)
+        .await
+        .map_err(server::from_port)
+}
+
+/// What a pasted id (or a part of one) names, and the page that shows it.
+#[server(prefix = "/console-api", endpoint = "find")]
+pub async fn find_by_id(q: String) -> Result<SearchAnswer, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .find_by_id(viewer.as_ref(), q)
         .await
         .map_err(server::from_port)
 }

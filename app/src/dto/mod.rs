@@ -9,6 +9,7 @@ pub mod breakers;
 pub mod deliveries;
 pub mod notices;
 pub mod runs;
+pub mod search;
 
 pub use vocab::{DeliveryFilter, DeliveryStatus, Permission, Role, RunStatus, Viewer};
 
@@ -24,3 +25,4 @@ pub use deliveries::{
 };
 pub use notices::ConfigNotice;
 pub use runs::{format_count, RunFacts, RunPage, RunQuery, RunSummary, RunView, STATUS_COUNT_CAP};
+pub use search::{Found, FoundKind, SearchAnswer};

@@ -8,6 +8,7 @@ mod login;
 mod not_found;
 mod run;
 mod runs;
+mod search;
 
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Title};
@@ -55,6 +56,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/audit") view=audit::AuditPage ssr=SsrMode::Async />
                 <Route path=path!("/deliveries") view=deliveries::DeliveriesPage ssr=SsrMode::Async />
                 <Route path=path!("/approvals") view=approvals::ApprovalsPage />
+                <Route path=path!("/search") view=search::SearchPage ssr=SsrMode::Async />
             </Routes>
         </Router>
     }

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 
 use app::dto::{
     AuditPage, BreakerClosed, BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
-    DeliveryQuery, DeliveryView, RetryCommand, RunPage, RunQuery, RunView,
+    DeliveryQuery, DeliveryView, RetryCommand, RunPage, RunQuery, RunView, SearchAnswer,
 };
 
 use app::port::{ConsoleError, ConsolePort};
@@ -136,6 +136,17 @@ impl ConsolePort for Console {
     ) -> Result<AuditPage, ConsoleError> {
         self.deliveries
             .audit(viewer, after, AUDIT_PAGE)
+            .await
+            .map_err(console_error)
+    }
+
+    async fn find_by_id(
+        &self,
+        viewer: Option<&Viewer>,
+        q: String,
+    ) -> Result<SearchAnswer, ConsoleError> {
+        self.deliveries
+            .find_by_id(viewer, &q)
             .await
             .map_err(console_error)
     }

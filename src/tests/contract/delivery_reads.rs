@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use herald::outbox::model::{NewEvent, Settle, Source};
 use herald::store::ports::{
-    DeliveryReads, EventFilter, ManualRetry, NewRun, OutboxStore, RunFilter, RunRepository,
+    DeliveryReads, EventFilter, IdKind, ManualRetry, NewRun, OutboxStore, RunFilter, RunRepository,
 };
 use herald::store::SqlStore;
 use testkit::{claim, claim_request, enqueue, settlement, TestDb};
@@ -23,6 +23,7 @@ testkit::contract_tests!(
     the_audit_trail_records_actor_state_and_acknowledgement_newest_first,
     runs_filter_by_tenant_creation_time_and_delivery_state,
     bulk_counts_are_capped_and_audit_rows_carry_their_count,
+    ids_are_found_whole_by_their_beginning_or_their_end,
 );
 
 fn child(id: &str, kind: &str, parent_id: &str) -> NewEvent {
@@ -472,5 +473,74 @@ async fn bulk_counts_are_capped_and_audit_rows_carry_their_count(db: &TestDb) {
     assert_eq!(trail[0].affected, 42);
     assert_eq!(trail[0].action, "bulk_retry");
     assert_eq!(trail[0].event_id, "bulk: status=failed");
+    store.close().await;
+}
+
+/// The console's find by id: a whole id through its key, a part of one by its
+/// beginning or end; `_` and `%` in the text are characters, not wildcards, and
+/// its case holds on every engine.
+async fn ids_are_found_whole_by_their_beginning_or_their_end(db: &TestDb) {
+    let store = db.store().await;
+    let run = store
+        .create_run(NewRun {
+            run_type: "etl".into(),
+            tenant: "acme".into(),
+            callback_url: None,
+            routes: Vec::new(),
+        })
+        .await
+        .unwrap();
+    enqueue(
+        &store,
+        &[
+            child("find_me_0001", "test", &run.id),
+            child("findXme_0002", "test", &run.id),
+        ],
+    )
+    .await;
+    let found = |needle: &str| {
+        let needle = needle.to_string();
+        let store = store.clone();
+        async move {
+            let mut found: Vec<(IdKind, String, bool)> = store
+                .find_ids(&needle, 10)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|m| (m.kind, m.id, m.exact))
+                .collect();
+            found.sort();
+            found
+        }
+    };
+    let whole = store.find_ids(&run.id, 10).await.unwrap();
+    assert_eq!(whole.len(), 1, "{whole:?}");
+    assert!(whole[0].exact && whole[0].kind == IdKind::Run);
+    assert_eq!(
+        (whole[0].owner_type.as_str(), whole[0].owner_id.as_str()),
+        ("run", "etl")
+    );
+    let end = &run.id[run.id.len() - 12..];
+    assert_eq!(found(end).await, vec![(IdKind::Run, run.id.clone(), false)]);
+    let upper = end.to_uppercase();
+    if upper != end {
+        assert_eq!(found(&upper).await, vec![], "the text's case holds");
+    }
+    assert_eq!(
+        found("find_me_").await,
+        vec![(IdKind::Event, "find_me_0001".to_string(), false)],
+        "`_` is a character"
+    );
+    let event = store.find_ids("find_me_0001", 10).await.unwrap();
+    assert_eq!(
+        (
+            event[0].owner_type.as_str(),
+            event[0].owner_id.as_str(),
+            event[0].exact
+        ),
+        ("run", run.id.as_str(), true)
+    );
+    assert_eq!(found("%me_0001").await, vec![]);
+    assert_eq!(found("nothing-has-this-id").await, vec![]);
     store.close().await;
 }

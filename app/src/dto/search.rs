@@ -1,0 +1,66 @@
+//! Find by id: what the header's search box opens.
+
+use serde::{Deserialize, Serialize};
+
+/// The shortest part of an id the search takes (shorter parts match too much).
+pub const MIN_SEARCH_LEN: usize = 8;
+/// The longest text the search takes.
+pub const MAX_SEARCH_LEN: usize = 200;
+/// Matches listed at most (of each kind, per store).
+pub const SEARCH_LIMIT: u32 = 10;
+
+/// What a found id names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FoundKind {
+    Run,
+    Event,
+    Approval,
+    Record,
+}
+
+impl FoundKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            FoundKind::Run => "Run",
+            FoundKind::Event => "Delivery",
+            FoundKind::Approval => "Approval",
+            FoundKind::Record => "Record",
+        }
+    }
+}
+
+/// One id the search found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Found {
+    pub kind: FoundKind,
+    pub id: String,
+    /// Whether it is the searched text itself (not a part of it).
+    pub exact: bool,
+    /// What it belongs to, in words ("run 0193…", "object Invoice").
+    pub context: String,
+    /// The console page that shows it; `None` where none does yet.
+    pub opens: Option<String>,
+}
+
+/// The search's answer: exact matches first; none found is an empty list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SearchAnswer {
+    pub query: String,
+    pub found: Vec<Found>,
+    /// Stores that could not be searched (their matches are missing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<String>,
+}
+
+impl SearchAnswer {
+    /// The one page to open straight away: a single exact match, or a single match.
+    pub fn only(&self) -> Option<&str> {
+        let exact: Vec<&Found> = self.found.iter().filter(|f| f.exact).collect();
+        let one = match (exact.as_slice(), self.found.as_slice()) {
+            ([one], _) => *one,
+            ([], [one]) => one,
+            _ => return None,
+        };
+        one.opens.as_deref()
+    }
+}
