@@ -475,7 +475,7 @@ impl DeliveryService {
         for part in &self.parts {
             let read = part
                 .reads
-                .find_ids(&query, app::dto::search::SEARCH_LIMIT)
+                .find_ids(&query, app::dto::search::SEARCH_LIMIT + 1)
                 .await;
             matches.extend(
                 self.partial(part, read, &mut unavailable)?

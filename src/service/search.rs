@@ -4,7 +4,11 @@
 //! (`DeliveryService::find_by_id`); this module checks the text and shapes the
 //! answer.
 
-use app::dto::search::{Found, FoundKind, SearchAnswer, MAX_SEARCH_LEN, MIN_SEARCH_LEN};
+use std::collections::HashMap;
+
+use app::dto::search::{
+    Found, FoundKind, SearchAnswer, MAX_SEARCH_LEN, MIN_SEARCH_LEN, SEARCH_LIMIT,
+};
 use vocab::{Permission, Viewer};
 
 use super::ServiceError;
@@ -33,8 +37,10 @@ pub fn check_query(q: &str) -> Result<String, ServiceError> {
     Ok(q.to_string())
 }
 
-/// The answer from every store's matches: each id once, exact ones first, then
-/// by kind and id; approvals and records only for viewers who may read them.
+/// The answer from every store's matches (up to [`SEARCH_LIMIT`] + 1 of each
+/// kind from each, the one over saying there are more): each id once, exact ones
+/// first, then by kind and id, at most [`SEARCH_LIMIT`] parts of each kind;
+/// approvals and records only for viewers who may read them.
 pub fn answer(
     query: String,
     mut matches: Vec<IdMatch>,
@@ -46,9 +52,21 @@ pub fn answer(
     // Stores sharing one database answer the same rows.
     matches.sort_by(|a, b| (!a.exact, a.kind, &a.id).cmp(&(!b.exact, b.kind, &b.id)));
     matches.dedup_by(|a, b| a.kind == b.kind && a.id == b.id);
+    let mut parts_of_kind: HashMap<IdKind, u32> = HashMap::new();
+    let mut more = false;
+    matches.retain(|m| {
+        if m.exact {
+            return true;
+        }
+        let listed = parts_of_kind.entry(m.kind).or_default();
+        *listed += 1;
+        more |= *listed > SEARCH_LIMIT;
+        *listed <= SEARCH_LIMIT
+    });
     SearchAnswer {
         query,
         found: matches.into_iter().map(found).collect(),
+        more,
         unavailable,
     }
 }
@@ -135,7 +153,24 @@ mod tests {
         let answer = answer("x".into(), matches, vec![], &viewer);
         let ids: Vec<&str> = answer.found.iter().map(|f| f.id.as_str()).collect();
         assert_eq!(ids, ["x", "callback_x", "rec"]);
+        assert!(!answer.more);
         assert_eq!(answer.only(), Some("/runs/x"));
         assert_eq!(answer.found[1].opens.as_deref(), Some("/runs/r1"));
+    }
+
+    #[test]
+    fn parts_past_the_limit_are_left_out_and_said_so() {
+        let viewer = Viewer {
+            name: "r".into(),
+            role: Role::Reader,
+        };
+        let runs: Vec<IdMatch> = (0..=SEARCH_LIMIT)
+            .map(|i| m(IdKind::Run, &format!("x{i:02}"), false))
+            .collect();
+        let listed = answer("x".into(), runs.clone(), vec![], &viewer);
+        assert_eq!(listed.found.len(), SEARCH_LIMIT as usize);
+        assert!(listed.more);
+        let fit = answer("x".into(), runs[1..].to_vec(), vec![], &viewer);
+        assert!(!fit.more);
     }
 }

@@ -47,6 +47,10 @@ pub struct Found {
 pub struct SearchAnswer {
     pub query: String,
     pub found: Vec<Found>,
+    /// More parts of ids matched than are listed (of some kind, in some store):
+    /// more of the id narrows it.
+    #[serde(default)]
+    pub more: bool,
     /// Stores that could not be searched (their matches are missing).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<String>,

@@ -107,9 +107,17 @@ fn Results(answer: SearchAnswer) -> impl IntoView {
         .into_any();
     }
     let count = answer.found.len();
+    let more = answer.more.then(|| {
+        view! {
+            <p class="alert warn" data-testid="search-more">
+                "More ids match than are listed here: paste more of the id to narrow it."
+            </p>
+        }
+    });
     view! {
         <StoresUnavailable unavailable />
         <p class="muted" data-testid="search-count">{format!("{count} matches for “{}”", answer.query)}</p>
+        {more}
         <ScrollingTable label="Matches">
             <table class="runs" data-testid="search-results">
                 <thead>
