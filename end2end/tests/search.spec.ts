@@ -1,6 +1,6 @@
 import type { APIRequestContext } from "@playwright/test";
 import { test, expect } from "./fixtures";
-import { signedInApi, signIn, uniqueTag, waitForHydration } from "./helpers";
+import { screenshotPath, signedInApi, signIn, uniqueTag, waitForHydration } from "./helpers";
 import { expectAccessible } from "./a11y";
 import { SharedReceiver } from "./receiver";
 
@@ -94,6 +94,7 @@ test("several matches are listed, each with a way to open it", async ({ page }) 
   // Past ten, the page says more match.
   if (ids.length === 10) await expect(page.getByTestId("search-more")).toBeVisible();
   await expectAccessible(page, "the search's matches");
+  await page.screenshot({ path: screenshotPath("search-page.png") });
   await rows.nth(1).getByRole("link", { name: "Open" }).click();
   await expect(page).toHaveURL(new RegExp(`/runs/${ids[1]}$`));
 });
