@@ -10,7 +10,7 @@ use vocab::Role;
 use crate::auth::password::generate_password;
 use crate::config::{LogFormat, Settings, SettingsArgs};
 use crate::server;
-use crate::service::export::{EventExport, ExportQuery};
+use crate::service::export::{EventRows, Export, ExportQuery};
 use crate::store::ports::DeliveryReads;
 
 #[derive(Parser, Debug)]
@@ -71,7 +71,8 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum EventsCommand {
-    /// Write every matching event to standard output as NDJSON, newest first (to
+    /// Write every matching event to standard output as NDJSON (or CSV with
+    /// `--format csv`), newest first (to
     /// reconcile sent event ids with a receiver's records); a count goes to
     /// standard error
     Export {
@@ -349,6 +350,7 @@ async fn export_events(
 ) -> anyhow::Result<()> {
     use std::io::Write;
     let filter = query.filter()?;
+    let format = query.format()?;
     refuse_memory(settings, "events export", "")?;
     let mut urls = vec![settings.database_url.clone()];
     if settings.approvals_apart() {
@@ -370,7 +372,7 @@ async fn export_events(
         .iter()
         .map(|store| Arc::new(store.clone()) as Arc<dyn DeliveryReads>)
         .collect();
-    let mut export = EventExport::new(reads, filter, with_payloads);
+    let mut export = Export::new(EventRows::new(reads, filter, with_payloads), format);
     let mut out = std::io::BufWriter::new(std::io::stdout());
     let written = async {
         while let Some(page) = export.next_page().await? {

@@ -7,6 +7,7 @@ use leptos_router::components::A;
 
 use crate::api::{config_notices, current_viewer, Failure};
 use crate::dto::{Permission, Viewer};
+use crate::format::encode;
 
 /// Live updates: calls `refresh` every two seconds while the page is visible and
 /// `wanted()` holds (polling pauses while the tab is hidden and resumes when it is
@@ -331,5 +332,30 @@ pub fn ConfigNotices() -> impl IntoView {
                 }
             })}
         </Transition>
+    }
+}
+
+/// Download links for every row a page's filters match, not only the page on
+/// screen: `path?format=csv|ndjson&<params>`. Plain links (the router leaves
+/// `download` links to the browser), served with the viewer's redaction.
+#[component]
+pub fn ExportLinks(path: &'static str, params: Vec<(&'static str, String)>) -> impl IntoView {
+    let href = move |format: &str| {
+        let query = std::iter::once(format!("format={format}"))
+            .chain(
+                params
+                    .iter()
+                    .map(|(key, value)| format!("{key}={}", encode(value))),
+            )
+            .collect::<Vec<_>>()
+            .join("&");
+        format!("{path}?{query}")
+    };
+    view! {
+        <div class="export" role="group" aria-label="Export every matching row">
+            <span class="muted">"Export all matching:"</span>
+            <a href=href("csv") class="button" rel="external" download="" data-testid="export-csv">"CSV"</a>
+            <a href=href("ndjson") class="button" rel="external" download="" data-testid="export-ndjson">"NDJSON"</a>
+        </div>
     }
 }

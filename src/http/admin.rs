@@ -2,10 +2,8 @@
 //! redacted and keyset-paged, and its manual retry (the same service entry point as
 //! the console and `/api/v1`).
 
-use axum::body::Body;
 use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
@@ -15,17 +13,17 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiQuery, MaybeViewer};
 use super::state::AppState;
 use crate::service::deliveries::RetryRequest;
-use crate::service::export::{ExportQuery, ExportRow};
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/notification-outbox", get(list_outbox))
-        .route("/notification-outbox/export", get(export_outbox))
+        .route("/notification-outbox/export", get(super::export::events))
         .route(
             "/notification-outbox/{event_id}/retry",
             post(retry_outbox_event),
         )
         .route("/audit", get(list_audit))
+        .route("/audit/export", get(super::export::audit))
         .route("/destination-breakers", get(list_breakers))
         .route("/destination-breakers/close", post(close_breaker))
         .fallback(|| async {
@@ -50,54 +48,6 @@ async fn list_outbox(
     ApiQuery(query): ApiQuery<DeliveryQuery>,
 ) -> Result<Json<DeliveryPage>, ApiError> {
     Ok(Json(state.deliveries.list(viewer.as_ref(), query).await?))
-}
-
-/// `GET /admin/api/notification-outbox/export?since=&until=&status=&kind=&source=&parent=`:
-/// every matching event as NDJSON (`runs:read`; payloads with `data:read`),
-/// streamed a page at a time. A bad filter or a store that cannot be read is an
-/// error before any row; a store lost midway cuts the body short (an incomplete
-/// chunked transfer), so a partial export never passes for a whole one.
-#[utoipa::path(
-    get, path = "/admin/api/notification-outbox/export", tag = "admin",
-    description = "Every matching event of every store as NDJSON, one `ExportRow` a line, streamed \
-        (seed 003's reconciliation). Needs `runs:read`; payloads only with `data:read`. A store lost \
-        midway cuts the body short (an incomplete chunked transfer).",
-    params(ExportQuery),
-    responses((status = 200, description = "One JSON object (an ExportRow) a line",
-        content_type = "application/x-ndjson", body = ExportRow))
-)]
-async fn export_outbox(
-    State(state): State<AppState>,
-    MaybeViewer(viewer): MaybeViewer,
-    ApiQuery(query): ApiQuery<ExportQuery>,
-) -> Result<Response, ApiError> {
-    let mut export = state.deliveries.export(viewer.as_ref(), &query)?;
-    let first = export.next_page().await?;
-    let pages = futures_util::stream::unfold((first, export), |(ready, mut export)| async move {
-        let page = match ready {
-            Some(page) => Ok(Some(page)),
-            None => export.next_page().await,
-        };
-        match page {
-            Ok(Some(page)) => Some((Ok(page), (None, export))),
-            Ok(None) => None,
-            Err(err) => {
-                tracing::warn!(error = %err, exported = export.exported(), "an export stopped: a store could not be read");
-                Some((Err(std::io::Error::other(err.to_string())), (None, export)))
-            }
-        }
-    });
-    Ok((
-        [
-            (header::CONTENT_TYPE, "application/x-ndjson"),
-            (
-                header::CONTENT_DISPOSITION,
-                "attachment; filename=\"herald-events.ndjson\"",
-            ),
-        ],
-        Body::from_stream(pages),
-    )
-        .into_response())
 }
 
 /// The admin API's name for a delivery's manual retry: the same handler as

@@ -9,6 +9,7 @@ mod client_addr;
 mod console;
 mod deliveries;
 mod error;
+mod export;
 mod extract;
 mod health;
 mod idempotency;
@@ -82,6 +83,10 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
         )
         .route("/auth/logout", post(auth::sign_out))
         .route("/api/openapi.json", get(openapi::document))
+        // The Deliveries and Audit pages' Export links (under their pages, so a
+        // signed-out browser is sent to sign in and back).
+        .route("/deliveries/export", get(export::events))
+        .route("/audit/export", get(export::audit))
         .nest(
             "/api/v1",
             runs::router()

@@ -7,17 +7,18 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use app::dto::{
-    AttemptView, AuditEntry, AuditPage, BulkOutcome, BulkPreview, DeliveryCounts, DeliveryDetail,
-    DeliveryPage, DeliveryQuery, DeliveryView,
+    AttemptView, AuditPage, BulkOutcome, BulkPreview, DeliveryCounts, DeliveryDetail, DeliveryPage,
+    DeliveryQuery, DeliveryView,
 };
 
 use serde::Deserialize;
-use vocab::{DeliveryFilter, DeliveryStatus, Permission, Viewer};
+use vocab::{DeliveryStatus, Permission, Viewer};
 
-use super::error_class::redact;
-use super::{format_ms, parse_instant, require, ServiceError};
+use super::delivery_views::{attempt_view, audit_entry, filter_of, non_empty, view};
+use super::export::{AuditExportQuery, AuditRows, EventExport, EventRows, Export, ExportQuery};
+use super::{require, ServiceError};
 use crate::outbox::handler::Registry;
-use crate::outbox::model::{AttemptRecord, EventRecord, RetryRefusal};
+use crate::outbox::model::{EventRecord, RetryRefusal};
 use crate::store::ports::{DeliveryReads, EventFilter, ManualRetry, NewAuditEntry, OutboxStore};
 use crate::store::StoreError;
 
@@ -307,17 +308,32 @@ impl DeliveryService {
     pub fn export(
         &self,
         viewer: Option<&Viewer>,
-        query: &super::export::ExportQuery,
-    ) -> Result<super::export::EventExport, ServiceError> {
+        query: &ExportQuery,
+    ) -> Result<EventExport, ServiceError> {
         let viewer = require(viewer, Permission::RunsRead)?;
         self.require_durable()?;
         let filter = query.filter()?;
-        let stores = self.parts.iter().map(|part| part.reads.clone()).collect();
-        Ok(super::export::EventExport::new(
-            stores,
-            filter,
-            viewer.can(Permission::DataRead),
-        ))
+        let format = query.format()?;
+        let rows = EventRows::new(self.all_reads(), filter, viewer.can(Permission::DataRead));
+        Ok(Export::new(rows, format))
+    }
+
+    /// The whole audit trail of every store, for the Audit page's Export.
+    /// Operators and admins, as the page.
+    pub fn export_audit(
+        &self,
+        viewer: Option<&Viewer>,
+        query: &AuditExportQuery,
+    ) -> Result<Export<AuditRows>, ServiceError> {
+        require(viewer, Permission::RunsWrite)?;
+        self.require_durable()?;
+        let format = query.format()?;
+        Ok(Export::new(AuditRows::new(self.all_reads()), format))
+    }
+
+    /// The reads of every store holding outbox rows.
+    fn all_reads(&self) -> Vec<Arc<dyn DeliveryReads>> {
+        self.parts.iter().map(|part| part.reads.clone()).collect()
     }
 
     /// How many deliveries a bulk retry of `query` would retry. Operators and admins.
@@ -516,19 +532,7 @@ impl DeliveryService {
             None
         };
         Ok(AuditPage {
-            entries: rows
-                .into_iter()
-                .map(|r| AuditEntry {
-                    id: r.id,
-                    event_id: r.event_id,
-                    action: r.action,
-                    actor: r.actor,
-                    from_status: r.from_status,
-                    acknowledged_duplicate_risk: r.acknowledged_duplicate_risk,
-                    affected: r.affected,
-                    at: format_ms(r.at_ms),
-                })
-                .collect(),
+            entries: rows.into_iter().map(audit_entry).collect(),
             next_cursor,
             unavailable,
         })
@@ -593,53 +597,6 @@ impl DeliveryService {
     }
 }
 
-/// The filter a query names (without its cursor and page size).
-pub(crate) fn filter_of(query: &DeliveryQuery) -> Result<EventFilter, ServiceError> {
-    let statuses = match non_empty(query.status.clone()) {
-        None => Vec::new(),
-        Some(value) => DeliveryFilter::parse(&value)
-            .ok_or_else(|| {
-                ServiceError::invalid(
-                    "status",
-                    format!(
-                        "unknown state {value:?}; expected needs_attention or one of {}",
-                        DeliveryStatus::ALL.map(DeliveryStatus::as_str).join(", ")
-                    ),
-                )
-            })?
-            .states(),
-    };
-    let (parent_type, parent_id) = match non_empty(query.parent.clone()) {
-        None => (None, None),
-        Some(value) => match value.split_once(':') {
-            Some((t, id)) if !t.is_empty() && !id.is_empty() => {
-                (Some(t.to_string()), Some(id.to_string()))
-            }
-            _ => {
-                return Err(ServiceError::invalid(
-                    "parent",
-                    "must be <parent type>:<parent id>, e.g. run:0193…",
-                ))
-            }
-        },
-    };
-    Ok(EventFilter {
-        kind: non_empty(query.kind.clone()),
-        statuses,
-        source: non_empty(query.source.clone()),
-        parent_type,
-        parent_id,
-        created_from_ms: non_empty(query.created_from.clone())
-            .map(|v| parse_instant("created_from", &v, false))
-            .transpose()?,
-        created_to_ms: non_empty(query.created_to.clone())
-            .map(|v| parse_instant("created_to", &v, true))
-            .transpose()?,
-        before: None,
-        limit: 0,
-    })
-}
-
 /// The states a retry may start from, narrowed to `wanted` (all when empty).
 fn retryable_states(wanted: &[DeliveryStatus], with_uncertain: bool) -> Vec<DeliveryStatus> {
     [
@@ -692,10 +649,6 @@ fn describe(query: &DeliveryQuery) -> String {
     text
 }
 
-fn non_empty(value: Option<String>) -> Option<String> {
-    value.filter(|v| !v.trim().is_empty())
-}
-
 /// `<created_at>.<event_id>`, as [`DeliveryService::list`] hands it out.
 fn parse_cursor(cursor: &str) -> Result<(i64, String), ServiceError> {
     cursor
@@ -705,88 +658,9 @@ fn parse_cursor(cursor: &str) -> Result<(i64, String), ServiceError> {
         .ok_or_else(|| ServiceError::invalid("after", "is not a cursor this listing handed out"))
 }
 
-/// What a payload says about where it goes, reduced to what every reader may see:
-/// the channel and the destination's origin (never its path, query or secret reference).
-fn destination(payload: &str) -> (Option<String>, Option<String>) {
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(payload) else {
-        return (None, None);
-    };
-    let origin = value
-        .get("url")
-        .and_then(|u| u.as_str())
-        .and_then(crate::routes::origin);
-    let channel = value
-        .get("channel")
-        .and_then(|c| c.as_str())
-        .map(str::to_string)
-        .or_else(|| origin.as_ref().map(|_| "webhook".to_string()));
-    (channel, origin)
-}
-
-/// An event as a viewer may see it: never the payload; the error's text only with
-/// `data:read` (its class otherwise).
-pub fn view(event: &EventRecord, sees_data: bool) -> DeliveryView {
-    let (channel, destination) = destination(&event.payload);
-    DeliveryView {
-        event_id: event.event_id.clone(),
-        kind: event.kind.clone(),
-        source: event.source.clone(),
-        parent_type: event.parent_type.clone(),
-        parent_id: event.parent_id.clone(),
-        channel,
-        destination,
-        status: event.status,
-        attempts: event.attempts,
-        cycle: event.cycle,
-        cycle_attempts: event.cycle_attempts,
-        max_attempts: event.max_attempts,
-        last_status_code: event.last_status_code,
-        last_error: redact(event.last_error.as_deref(), sees_data),
-        next_attempt_at: (event.status == DeliveryStatus::Pending)
-            .then(|| format_ms(event.next_attempt_at)),
-        created_at: format_ms(event.created_at),
-        updated_at: format_ms(event.updated_at),
-        completed_at: event.completed_at.map(format_ms),
-        failed_at: event.failed_at.map(format_ms),
-        uncertain_at: event.uncertain_at.map(format_ms),
-        dead_letter_id: event.dead_letter_id.clone(),
-    }
-}
-
-fn attempt_view(attempt: &AttemptRecord, sees_data: bool) -> AttemptView {
-    AttemptView {
-        attempt: attempt.attempt,
-        cycle: attempt.cycle,
-        started_at: format_ms(attempt.started_at),
-        duration_ms: (attempt.finished_at - attempt.started_at).max(0),
-        outcome: attempt.outcome.clone(),
-        status_code: attempt.status_code,
-        error: redact(attempt.error.as_deref(), sees_data),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn destinations_show_only_channel_and_origin() {
-        let webhook = r#"{"url":"https://hooks.example.com:8443/secret/path?token=abc","body":{},"secret_ref":"env:SECRET"}"#;
-        assert_eq!(
-            destination(webhook),
-            (
-                Some("webhook".into()),
-                Some("https://hooks.example.com:8443".into())
-            )
-        );
-        let chat = r#"{"channel":"chat","url":"https://chat.example.com/robot?key=k","text":"hi"}"#;
-        assert_eq!(
-            destination(chat),
-            (Some("chat".into()), Some("https://chat.example.com".into()))
-        );
-        assert_eq!(destination(r#"{"record":"x"}"#), (None, None));
-        assert_eq!(destination("not json"), (None, None));
-    }
 
     #[test]
     fn bulk_retries_start_only_from_retryable_states() {

@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod approvals;
 pub mod creations;
 pub mod deliveries;
+pub mod delivery_views;
 pub mod destinations;
 pub mod error_class;
 pub mod export;

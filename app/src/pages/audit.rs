@@ -8,7 +8,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 use crate::api::audit_trail;
-use crate::components::{ErrorPanel, ScrollingTable, StoresUnavailable, TopBar};
+use crate::components::{ErrorPanel, ExportLinks, ScrollingTable, StoresUnavailable, TopBar};
 use crate::dto::AuditPage as Page;
 use crate::format::display_time;
 
@@ -95,9 +95,12 @@ fn AuditTable(page: Page) -> impl IntoView {
                 </tbody>
             </table>
         </ScrollingTable>
-        <nav class="pager" aria-label="Pages">
-            {next.map(|href| view! { <a href=href class="button">"Older entries →"</a> })}
-        </nav>
+        <div class="below-table">
+            <ExportLinks path="/audit/export" params=Vec::new() />
+            <nav class="pager" aria-label="Pages">
+                {next.map(|href| view! { <a href=href class="button">"Older entries →"</a> })}
+            </nav>
+        </div>
     }
     .into_any()
 }

@@ -13,7 +13,8 @@ use leptos_router::hooks::use_query_map;
 
 use crate::api::{bulk_retry, current_viewer, list_deliveries, preview_bulk_retry, Failure};
 use crate::components::{
-    focus_within, poll_while_visible, ErrorPanel, LongId, ScrollingTable, StoresUnavailable, TopBar,
+    focus_within, poll_while_visible, ErrorPanel, ExportLinks, LongId, ScrollingTable,
+    StoresUnavailable, TopBar,
 };
 use crate::dto::{
     BulkOutcome, BulkPreview, DeliveryFilter, DeliveryPage, DeliveryQuery, DeliveryStatus,
@@ -180,6 +181,20 @@ fn DeliveriesTable(
         .is_some()
         .then(|| query_href(&query, status.as_deref(), None));
     let unavailable = page.unavailable;
+    // Every row the filters match, not only this page; none when nothing matches.
+    let export = (!page.events.is_empty()).then(|| {
+        let params = [
+            ("kind", query.kind.clone()),
+            ("status", query.status.clone()),
+            ("source", query.source.clone()),
+            ("since", query.created_from.clone()),
+            ("until", query.created_to.clone()),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| value.map(|value| (key, value)))
+        .collect::<Vec<_>>();
+        view! { <ExportLinks path="/deliveries/export" params /> }
+    });
     let body = if page.events.is_empty() {
         view! {
             <div class="panel state" data-testid="deliveries-empty">
@@ -216,10 +231,13 @@ fn DeliveriesTable(
     view! {
         <StoresUnavailable unavailable />
         {body}
-        <nav class="pager" aria-label="Pages">
-            {first.map(|href| view! { <a href=href class="button">"← First page"</a> })}
-            {next.map(|href| view! { <a href=href class="button" data-testid="deliveries-next">"Next page →"</a> })}
-        </nav>
+        <div class="below-table">
+            {export}
+            <nav class="pager" aria-label="Pages">
+                {first.map(|href| view! { <a href=href class="button">"← First page"</a> })}
+                {next.map(|href| view! { <a href=href class="button" data-testid="deliveries-next">"Next page →"</a> })}
+            </nav>
+        </div>
     }
 }
 

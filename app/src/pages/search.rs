@@ -136,7 +136,7 @@ fn Results(answer: SearchAnswer) -> impl IntoView {
                             let label = found.kind.label();
                             let row_id = found.id.clone();
                             view! {
-                                <tr data-testid="search-row" data-id=row_id>
+                                <tr data-testid="search-row" data-id=row_id data-kind=label>
                                     <td>{label}{found.exact.then_some(" (exact)")}</td>
                                     <td class="mono wrap">{found.id}</td>
                                     <td class="wrap">{found.context}</td>
