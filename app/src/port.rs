@@ -5,8 +5,8 @@ use async_trait::async_trait;
 
 use crate::dto::{
     ApprovalDetailView, ApprovalRow, AuditPage, BreakerClosed, BreakerList, BulkOutcome,
-    BulkPreview, ConfigNotice, DeliveryPage, DeliveryQuery, DeliveryView, ReplayShelfView,
-    RetryCommand, RunPage, RunQuery, RunView, SearchAnswer, Viewer,
+    BulkPreview, ConfigNotice, DeliveryPage, DeliveryQuery, DeliveryView, FailureGroups,
+    ReplayShelfView, RetryCommand, RunPage, RunQuery, RunView, SearchAnswer, Viewer,
 };
 
 /// A failure the console can show: an HTTP-like status and a human message.
@@ -44,6 +44,9 @@ pub trait ConsolePort: Send + Sync + 'static {
         viewer: Option<&Viewer>,
         query: DeliveryQuery,
     ) -> Result<DeliveryPage, ConsoleError>;
+
+    /// The deliveries that need attention grouped by kind, destination and cause.
+    async fn failure_groups(&self, viewer: Option<&Viewer>) -> Result<FailureGroups, ConsoleError>;
 
     async fn bulk_preview(
         &self,

@@ -8,14 +8,16 @@ use std::sync::Arc;
 
 use app::dto::{
     AttemptView, AuditPage, BulkOutcome, BulkPreview, DeliveryCounts, DeliveryDetail, DeliveryPage,
-    DeliveryQuery, DeliveryView,
+    DeliveryQuery, DeliveryView, FailureGroups,
 };
 
 use serde::Deserialize;
 use vocab::{DeliveryStatus, Permission, Viewer};
 
 use super::delivery_views::{attempt_view, audit_entry, filter_of, non_empty, view};
+use super::error_class;
 use super::export::{AuditExportQuery, AuditRows, EventExport, EventRows, Export, ExportQuery};
+use super::failures::{self, FAILURE_GROUPS};
 use super::{require, ServiceError};
 use crate::outbox::handler::Registry;
 use crate::outbox::model::{EventRecord, RetryRefusal};
@@ -316,6 +318,31 @@ impl DeliveryService {
         let format = query.format()?;
         let rows = EventRows::new(self.all_reads(), filter, viewer.can(Permission::DataRead));
         Ok(Export::new(rows, format))
+    }
+
+    /// The deliveries that need attention, of every store, grouped by kind,
+    /// source, destination and cause, largest groups first.
+    pub async fn failure_groups(
+        &self,
+        viewer: Option<&Viewer>,
+    ) -> Result<FailureGroups, ServiceError> {
+        require(viewer, Permission::RunsRead)?;
+        self.require_durable()?;
+        let prefixes = error_class::cause_prefixes();
+        let (mut groups, mut unavailable, mut store_had_more) = (Vec::new(), Vec::new(), false);
+        for part in &self.parts {
+            let read = part
+                .reads
+                .failure_groups(&prefixes, FAILURE_GROUPS + 1)
+                .await;
+            let mut mine = self
+                .partial(part, read, &mut unavailable)?
+                .unwrap_or_default();
+            store_had_more |= mine.len() > FAILURE_GROUPS as usize;
+            mine.truncate(FAILURE_GROUPS as usize);
+            groups.extend(mine);
+        }
+        Ok(failures::merge(groups, store_had_more, unavailable))
     }
 
     /// The whole audit trail of every store, for the Audit page's Export.
@@ -627,6 +654,8 @@ fn describe(query: &DeliveryQuery) -> String {
         ("status", &query.status),
         ("source", &query.source),
         ("parent", &query.parent),
+        ("destination", &query.destination),
+        ("cause", &query.cause),
         ("from", &query.created_from),
         ("to", &query.created_to),
     ]

@@ -5,10 +5,13 @@
 use app::dto::{AttemptView, AuditEntry, DeliveryQuery, DeliveryView};
 use vocab::{DeliveryFilter, DeliveryStatus};
 
-use super::error_class::redact;
+use super::error_class::{self, redact};
 use super::{format_ms, parse_instant, ServiceError};
 use crate::outbox::model::{AttemptRecord, EventRecord};
-use crate::store::ports::{AuditRecord, EventFilter};
+use crate::store::ports::{AuditRecord, CauseFilter, DestinationFilter, EventFilter};
+
+/// The `destination` filter's value for events without one.
+pub use app::dto::NO_DESTINATION;
 
 /// The filter a query names (without its cursor and page size).
 pub fn filter_of(query: &DeliveryQuery) -> Result<EventFilter, ServiceError> {
@@ -54,6 +57,31 @@ pub fn filter_of(query: &DeliveryQuery) -> Result<EventFilter, ServiceError> {
             .transpose()?,
         before: None,
         limit: 0,
+        destination: non_empty(query.destination.clone()).map(|origin| {
+            if origin == NO_DESTINATION {
+                DestinationFilter::None
+            } else {
+                DestinationFilter::Origin(origin)
+            }
+        }),
+        cause: non_empty(query.cause.clone())
+            .map(|label| cause_filter(&label))
+            .transpose()?,
+    })
+}
+
+/// The events whose last error is of the class `label` names, as the failure
+/// groups name it; an unknown label is refused naming `cause`.
+fn cause_filter(label: &str) -> Result<CauseFilter, ServiceError> {
+    let causes = error_class::causes_named(label).ok_or_else(|| {
+        ServiceError::invalid(
+            "cause",
+            format!("{label:?} is not a cause Herald names; take one from the failure groups"),
+        )
+    })?;
+    Ok(CauseFilter {
+        prefixes: error_class::cause_prefixes(),
+        causes,
     })
 }
 
@@ -156,5 +184,29 @@ mod tests {
         );
         assert_eq!(destination(r#"{"record":"x"}"#), (None, None));
         assert_eq!(destination("not json"), (None, None));
+    }
+
+    #[test]
+    fn a_group_filter_names_a_destination_or_none_and_a_known_cause() {
+        let query = |destination: &str, cause: &str| DeliveryQuery {
+            destination: Some(destination.into()),
+            cause: Some(cause.into()),
+            ..DeliveryQuery::default()
+        };
+        let filter = filter_of(&query("https://a", "the receiver timed out")).unwrap();
+        assert_eq!(
+            filter.destination,
+            Some(DestinationFilter::Origin("https://a".into()))
+        );
+        assert_eq!(filter.cause.unwrap().causes.len(), 1);
+        let filter = filter_of(&query(NO_DESTINATION, "no error recorded")).unwrap();
+        assert_eq!(filter.destination, Some(DestinationFilter::None));
+        let refused = filter_of(&query("https://a", "gremlins"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.starts_with("cause: \"gremlins\" is not a cause"),
+            "{refused}"
+        );
     }
 }

@@ -5,70 +5,119 @@
 //! the error — enough to know what went wrong and whether a retry can help — and
 //! only `data:read` sees the text itself.
 
+/// Errors' classes: a prefix of the lowercased error text as Herald's channels
+/// and handlers word it, and the class it names. The first match wins; several
+/// prefixes may name one class. The store sorts failures into these in SQL
+/// ([`cause_prefixes`]), so grouping by cause never reads error texts out.
+const CLASSES: &[(&str, &str)] = &[
+    ("timed out", "the receiver timed out"),
+    ("connection failed", "could not connect to the receiver"),
+    ("request failed", "the request failed"),
+    (
+        "receiver answered",
+        "the receiver answered with an error status",
+    ),
+    (
+        "destination address",
+        "the destination address is not allowed",
+    ),
+    ("invalid destination url", "the destination URL is invalid"),
+    (
+        "destination url has no host",
+        "the destination URL is invalid",
+    ),
+    ("signing secret", "the signing secret is unavailable"),
+    ("secret reference", "the signing secret is unavailable"),
+    (
+        "chat delivery stopped",
+        "a chat message may have been partly posted",
+    ),
+    (
+        "the lease expired",
+        "the outcome is unknown: its lease expired in flight",
+    ),
+    (
+        "the handler crashed",
+        "the delivery crashed during the attempt",
+    ),
+    ("unreadable", "the stored event is unreadable"),
+    ("route ", "its route is not configured"),
+    ("no handler for kind", "no handler runs this kind"),
+    ("target record", "the replay target record is unavailable"),
+    (
+        "the replay payload",
+        "the stored replay instructions are invalid",
+    ),
+    (
+        "the lease was lost",
+        "the lease was lost; it will be retried",
+    ),
+    ("cannot read the approval", "the approval could not be read"),
+    // Why an approval prompt was skipped rather than sent: not failures.
+    (
+        "the step was decided",
+        "not sent: the approval was decided first",
+    ),
+    (
+        "the approval was recalled",
+        "not sent: the approval was recalled first",
+    ),
+    ("the approval is ", "not sent: the prompt is no longer owed"),
+    ("approval ", "not sent: the approval no longer exists"),
+];
+
+/// The class of an error no prefix names.
+pub const UNCLASSIFIED: &str = "the delivery failed (the details need data:read)";
+/// The cause of an event that failed without an error text.
+pub const NO_ERROR: &str = "no error recorded";
+
 /// The class of a delivery error as Herald's channels and handlers word it.
 pub fn classify(error: &str) -> &'static str {
-    const CLASSES: &[(&str, &str)] = &[
-        ("timed out", "the receiver timed out"),
-        ("connection failed", "could not connect to the receiver"),
-        ("request failed", "the request failed"),
-        (
-            "receiver answered",
-            "the receiver answered with an error status",
-        ),
-        (
-            "destination address",
-            "the destination address is not allowed",
-        ),
-        ("invalid destination url", "the destination URL is invalid"),
-        (
-            "destination url has no host",
-            "the destination URL is invalid",
-        ),
-        ("signing secret", "the signing secret is unavailable"),
-        ("secret reference", "the signing secret is unavailable"),
-        (
-            "chat delivery stopped",
-            "a chat message may have been partly posted",
-        ),
-        (
-            "the lease expired",
-            "the outcome is unknown: its lease expired in flight",
-        ),
-        (
-            "the handler crashed",
-            "the delivery crashed during the attempt",
-        ),
-        ("unreadable", "the stored event is unreadable"),
-        ("route ", "its route is not configured"),
-        ("no handler for kind", "no handler runs this kind"),
-        ("target record", "the replay target record is unavailable"),
-        (
-            "the replay payload",
-            "the stored replay instructions are invalid",
-        ),
-        (
-            "the lease was lost",
-            "the lease was lost; it will be retried",
-        ),
-        ("cannot read the approval", "the approval could not be read"),
-        // Why an approval prompt was skipped rather than sent: not failures.
-        (
-            "the step was decided",
-            "not sent: the approval was decided first",
-        ),
-        (
-            "the approval was recalled",
-            "not sent: the approval was recalled first",
-        ),
-        ("the approval is ", "not sent: the prompt is no longer owed"),
-        ("approval ", "not sent: the approval no longer exists"),
-    ];
     let lower = error.to_ascii_lowercase();
     CLASSES
         .iter()
         .find(|(prefix, _)| lower.starts_with(prefix))
         .map(|(_, class)| *class)
-        .unwrap_or("the delivery failed (the details need data:read)")
+        .unwrap_or(UNCLASSIFIED)
+}
+
+/// The prefixes, in order: the store's cause of an error is the index of the
+/// first that starts it ([`store::ports::CAUSE_UNCLASSIFIED`] for none,
+/// [`store::ports::CAUSE_NO_ERROR`] without an error).
+///
+/// [`store::ports::CAUSE_UNCLASSIFIED`]: crate::store::ports::CAUSE_UNCLASSIFIED
+/// [`store::ports::CAUSE_NO_ERROR`]: crate::store::ports::CAUSE_NO_ERROR
+pub fn cause_prefixes() -> Vec<&'static str> {
+    CLASSES.iter().map(|(prefix, _)| *prefix).collect()
+}
+
+/// The class the store's cause index names.
+pub fn cause_label(cause: i64) -> &'static str {
+    match cause {
+        crate::store::ports::CAUSE_NO_ERROR => NO_ERROR,
+        index => usize::try_from(index)
+            .ok()
+            .and_then(|i| CLASSES.get(i))
+            .map_or(UNCLASSIFIED, |(_, class)| *class),
+    }
+}
+
+/// Every cause index that names `label` (several prefixes may share a class),
+/// or `None` for a label no class has.
+pub fn causes_named(label: &str) -> Option<Vec<i64>> {
+    let mut causes: Vec<i64> = CLASSES
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, class))| *class == label)
+        .map(|(i, _)| i as i64)
+        .collect();
+    if label == UNCLASSIFIED {
+        causes.push(crate::store::ports::CAUSE_UNCLASSIFIED);
+    }
+    if label == NO_ERROR {
+        causes.push(crate::store::ports::CAUSE_NO_ERROR);
+    }
+    (!causes.is_empty()).then_some(causes)
 }
 
 /// `error` as `viewer_sees_data` may see it.
@@ -127,5 +176,29 @@ mod tests {
             "a skipped prompt's reason is no failure"
         );
         assert_eq!(redact(None, false), None);
+    }
+
+    #[test]
+    fn causes_name_classes_and_back() {
+        use crate::store::ports::{CAUSE_NO_ERROR, CAUSE_UNCLASSIFIED};
+        let prefixes = cause_prefixes();
+        let receiver = prefixes
+            .iter()
+            .position(|p| *p == "receiver answered")
+            .unwrap() as i64;
+        assert_eq!(cause_label(receiver), classify("receiver answered 400"));
+        assert_eq!(causes_named(cause_label(receiver)), Some(vec![receiver]));
+        // Two prefixes, one class: both are its causes.
+        let invalid = causes_named("the destination URL is invalid").unwrap();
+        assert_eq!(invalid.len(), 2);
+        assert!(invalid
+            .iter()
+            .all(|c| cause_label(*c) == "the destination URL is invalid"));
+        assert_eq!(cause_label(CAUSE_UNCLASSIFIED), UNCLASSIFIED);
+        assert_eq!(causes_named(UNCLASSIFIED), Some(vec![CAUSE_UNCLASSIFIED]));
+        assert_eq!(cause_label(CAUSE_NO_ERROR), NO_ERROR);
+        assert_eq!(causes_named(NO_ERROR), Some(vec![CAUSE_NO_ERROR]));
+        assert_eq!(causes_named("made up"), None);
+        assert!(prefixes.iter().all(|p| *p == p.to_ascii_lowercase()));
     }
 }

@@ -9,6 +9,7 @@ pub mod delivery_views;
 pub mod destinations;
 pub mod error_class;
 pub mod export;
+pub mod failures;
 pub mod idempotency;
 pub mod records;
 pub mod run_approvals;

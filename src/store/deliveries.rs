@@ -9,13 +9,17 @@ use super::engine::placeholders;
 use super::error::StoreError;
 use super::events::{AttemptRecord, EventRecord};
 use super::outbox::{attempt_from_row, event_from_row, EVENT_COLUMNS};
-use super::ports::{AuditRecord, DeliveryReads, EventFilter, IdKind, IdMatch, NewAuditEntry};
-use super::row::{int, text};
+use super::ports::{
+    AuditRecord, DeliveryReads, DestinationFilter, EventFilter, FailureGroup, IdKind, IdMatch,
+    NewAuditEntry, CAUSE_NO_ERROR, CAUSE_UNCLASSIFIED,
+};
+use super::row::{int, opt_text, text};
 use super::sql::SqlStore;
 
 /// Values bound in order to a statement built from optional filters.
 enum Arg<'a> {
     Text(&'a str),
+    Owned(String),
     Int(i64),
 }
 
@@ -26,6 +30,7 @@ fn bind_all<'q>(
     for arg in args {
         query = match arg {
             Arg::Text(value) => query.bind(value),
+            Arg::Owned(value) => query.bind(value),
             Arg::Int(value) => query.bind(value),
         };
     }
@@ -48,6 +53,14 @@ fn conditions(filter: &EventFilter, paged: bool) -> (String, Vec<Arg<'_>>) {
             args.push(Arg::Text(value));
         }
     }
+    match &filter.destination {
+        Some(DestinationFilter::Origin(origin)) => {
+            sql.push_str(" AND destination = ?");
+            args.push(Arg::Text(origin));
+        }
+        Some(DestinationFilter::None) => sql.push_str(" AND destination IS NULL"),
+        None => {}
+    }
     if !filter.statuses.is_empty() {
         sql.push_str(&format!(
             " AND status IN ({})",
@@ -63,6 +76,15 @@ fn conditions(filter: &EventFilter, paged: bool) -> (String, Vec<Arg<'_>>) {
         sql.push_str(" AND created_at < ?");
         args.push(Arg::Int(to));
     }
+    if let Some(cause) = &filter.cause {
+        let (case, patterns) = cause_of_error(&cause.prefixes);
+        sql.push_str(&format!(
+            " AND {case} IN ({})",
+            placeholders(cause.causes.len())
+        ));
+        args.extend(patterns);
+        args.extend(cause.causes.iter().map(|c| Arg::Int(*c)));
+    }
     if let (true, Some((created_at, event_id))) = (paged, &filter.before) {
         sql.push_str(" AND (created_at < ? OR (created_at = ? AND event_id < ?))");
         args.extend([
@@ -72,6 +94,35 @@ fn conditions(filter: &EventFilter, paged: bool) -> (String, Vec<Arg<'_>>) {
         ]);
     }
     (sql, args)
+}
+
+/// `text` for a `LIKE … ESCAPE '!'` pattern: `!` escapes LIKE's wildcards, which
+/// ids may hold (`_` in event ids).
+fn like_escaped(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| match c {
+            '!' | '%' | '_' => vec!['!', c],
+            c => vec![c],
+        })
+        .collect()
+}
+
+/// An event's cause as [`CauseFilter`] defines it: a `CASE` over its last error
+/// and the `LIKE` patterns it binds, in order. `LOWER` on both sides, so it reads
+/// the same on every engine whatever its collation.
+///
+/// [`CauseFilter`]: super::ports::CauseFilter
+fn cause_of_error(prefixes: &[&str]) -> (String, Vec<Arg<'static>>) {
+    let mut case = format!("(CASE WHEN last_error IS NULL THEN {CAUSE_NO_ERROR}");
+    let mut patterns = Vec::with_capacity(prefixes.len());
+    for (index, prefix) in prefixes.iter().enumerate() {
+        case.push_str(&format!(
+            " WHEN LOWER(last_error) LIKE ? ESCAPE '!' THEN {index}"
+        ));
+        patterns.push(Arg::Owned(format!("{}%", like_escaped(prefix))));
+    }
+    case.push_str(&format!(" ELSE {CAUSE_UNCLASSIFIED} END)"));
+    (case, patterns)
 }
 
 #[async_trait]
@@ -216,14 +267,7 @@ impl DeliveryReads for SqlStore {
             ),
             (IdKind::Record, "records", "id", "object", "''"),
         ];
-        // `!` escapes LIKE's wildcards, which ids may hold (`_` in event ids).
-        let escaped: String = needle
-            .chars()
-            .flat_map(|c| match c {
-                '!' | '%' | '_' => vec!['!', c],
-                c => vec![c],
-            })
-            .collect();
+        let escaped = like_escaped(needle);
         let mut found = Vec::new();
         for (kind, table, id, owner_type, owner_id) in TABLES {
             // The exact id through the primary key; a part of one by a scan (a
@@ -261,5 +305,43 @@ impl DeliveryReads for SqlStore {
             }
         }
         Ok(found)
+    }
+
+    async fn failure_groups(
+        &self,
+        prefixes: &[&'static str],
+        limit: u32,
+    ) -> Result<Vec<FailureGroup>, StoreError> {
+        let (cause, patterns) = cause_of_error(prefixes);
+        let sql = format!(
+            "SELECT kind, source, destination, {cause} AS cause, COUNT(*) AS n, \
+             MIN(COALESCE(failed_at, uncertain_at, updated_at)) AS first_at, \
+             MAX(COALESCE(failed_at, uncertain_at, updated_at)) AS last_at \
+             FROM outbox_events WHERE status IN (?, ?) \
+             GROUP BY kind, source, destination, cause \
+             ORDER BY n DESC, last_at DESC LIMIT {limit}"
+        );
+        let sql = self.engine.sql(&sql);
+        let mut args = patterns;
+        args.extend([
+            Arg::Text(DeliveryStatus::Failed.as_str()),
+            Arg::Text(DeliveryStatus::Uncertain.as_str()),
+        ]);
+        let rows = bind_all(sqlx::query(&sql), args)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(FailureGroup {
+                    kind: text(row, "kind")?,
+                    source: text(row, "source")?,
+                    destination: opt_text(row, "destination")?,
+                    cause: int(row, "cause")?,
+                    count: int(row, "n")?,
+                    first_at_ms: int(row, "first_at")?,
+                    last_at_ms: int(row, "last_at")?,
+                })
+            })
+            .collect()
     }
 }

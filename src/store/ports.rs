@@ -383,6 +383,46 @@ pub struct EventFilter {
     /// Keyset cursor: only events before `(created_at, event_id)`, newest first.
     pub before: Option<(i64, String)>,
     pub limit: u32,
+    pub destination: Option<DestinationFilter>,
+    /// Only events whose last error is of one of these causes.
+    pub cause: Option<CauseFilter>,
+}
+
+/// Which destination's events: one origin, as its planner stored it, or those
+/// without one (events that go nowhere over HTTP, such as field updates).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DestinationFilter {
+    Origin(String),
+    None,
+}
+
+/// How the store sorts errors into causes without reading them out: `prefixes`
+/// of the lowercased last error, in order; an event's cause is the index of the
+/// first that starts it, [`CAUSE_UNCLASSIFIED`] when none does and
+/// [`CAUSE_NO_ERROR`] without an error. What each cause means is the service's
+/// business (`service::error_class`).
+#[derive(Clone, Debug, Default)]
+pub struct CauseFilter {
+    pub prefixes: Vec<&'static str>,
+    /// The causes wanted.
+    pub causes: Vec<i64>,
+}
+
+pub const CAUSE_UNCLASSIFIED: i64 = -1;
+pub const CAUSE_NO_ERROR: i64 = -2;
+
+/// Events that need attention (failed or uncertain) sharing a kind, source,
+/// destination and cause.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailureGroup {
+    pub kind: String,
+    pub source: String,
+    pub destination: Option<String>,
+    pub cause: i64,
+    pub count: i64,
+    /// When the group's first and latest events came to need attention.
+    pub first_at_ms: i64,
+    pub last_at_ms: i64,
 }
 
 /// One row of the operators' audit trail.
@@ -444,6 +484,14 @@ pub trait DeliveryReads: Send + Sync {
     /// Runs, events, approvals and records whose id is `needle`, starts with it or
     /// ends with it (case as given), at most `limit` of each table, exact ones first.
     async fn find_ids(&self, needle: &str, limit: u32) -> Result<Vec<IdMatch>, StoreError>;
+    /// Failed and uncertain events grouped by kind, source, destination and cause
+    /// (errors sorted by `prefixes`, as [`CauseFilter`] says), largest groups
+    /// first, at most `limit`.
+    async fn failure_groups(
+        &self,
+        prefixes: &[&'static str],
+        limit: u32,
+    ) -> Result<Vec<FailureGroup>, StoreError>;
 }
 
 /// What a searched id names.

@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::dto::{
     AuditPage, BreakerClosed, BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
-    DeliveryQuery, DeliveryView, RetryCommand, RunPage, RunView, SearchAnswer, Viewer,
+    DeliveryQuery, DeliveryView, FailureGroups, RetryCommand, RunPage, RunView, SearchAnswer,
+    Viewer,
 };
 #[cfg(feature = "ssr")]
 use crate::dto::{DeliveryFilter, RunQuery, RunStatus};
@@ -201,6 +202,16 @@ pub async fn list_deliveries(query: DeliveryQuery) -> Result<DeliveryPage, Failu
     let viewer = server::viewer();
     server::port()?
         .list_deliveries(viewer.as_ref(), query)
+        .await
+        .map_err(server::from_port)
+}
+
+/// The deliveries that need attention, grouped by kind, destination and cause.
+#[server(prefix = "/console-api", endpoint = "failure-groups", input = Json)]
+pub async fn list_failure_groups() -> Result<FailureGroups, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .failure_groups(viewer.as_ref())
         .await
         .map_err(server::from_port)
 }

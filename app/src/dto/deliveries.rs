@@ -88,10 +88,18 @@ pub struct DeliveryQuery {
     pub created_from: Option<String>,
     /// Created before the end of this instant or day.
     pub created_to: Option<String>,
+    /// The destination's origin, e.g. `https://hooks.example.com`, or
+    /// [`NO_DESTINATION`] for events without one.
+    pub destination: Option<String>,
+    /// The class of the last error, as a failure group names it.
+    pub cause: Option<String>,
     pub after: Option<String>,
     #[cfg_attr(feature = "ssr", param(minimum = 1, maximum = 200))]
     pub limit: Option<u32>,
 }
+
+/// The `destination` filter's value for events that have none (field updates).
+pub const NO_DESTINATION: &str = "none";
 
 /// What a bulk retry of everything matching a filter would touch.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,6 +141,31 @@ pub struct DeliveryPage {
     pub next_cursor: Option<String>,
     /// With the approvals database apart: why a store's events are missing from
     /// this page (it could not be read), one line a store; empty when all are shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<String>,
+}
+
+/// Deliveries that need attention sharing a kind, source, destination and cause
+/// (the class of their last error): one dead endpoint is one group, however
+/// many of its deliveries failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureGroup {
+    pub kind: String,
+    pub source: String,
+    pub destination: Option<String>,
+    pub cause: String,
+    pub count: i64,
+    pub first_seen: String,
+    pub last_seen: String,
+}
+
+/// The failure groups, largest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureGroups {
+    pub groups: Vec<FailureGroup>,
+    /// More groups exist than were listed.
+    pub more: bool,
+    /// Stores that could not be read: their failures are missing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<String>,
 }

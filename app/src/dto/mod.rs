@@ -21,7 +21,7 @@ pub use audit::{AuditEntry, AuditPage};
 pub use breakers::{BreakerClosed, BreakerList, BreakerView};
 pub use deliveries::{
     AttemptView, BulkOutcome, BulkPreview, DeliveryCounts, DeliveryDetail, DeliveryPage,
-    DeliveryQuery, DeliveryView, RetryCommand,
+    DeliveryQuery, DeliveryView, FailureGroup, FailureGroups, RetryCommand, NO_DESTINATION,
 };
 pub use notices::ConfigNotice;
 pub use runs::{format_count, RunFacts, RunPage, RunQuery, RunSummary, RunView, STATUS_COUNT_CAP};

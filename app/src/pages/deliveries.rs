@@ -11,14 +11,16 @@ use leptos_meta::Title;
 use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
-use crate::api::{bulk_retry, current_viewer, list_deliveries, preview_bulk_retry, Failure};
+use crate::api::{
+    bulk_retry, current_viewer, list_deliveries, list_failure_groups, preview_bulk_retry, Failure,
+};
 use crate::components::{
     focus_within, poll_while_visible, ErrorPanel, ExportLinks, LongId, ScrollingTable,
     StoresUnavailable, TopBar,
 };
 use crate::dto::{
     BulkOutcome, BulkPreview, DeliveryFilter, DeliveryPage, DeliveryQuery, DeliveryStatus,
-    DeliveryView, Permission,
+    DeliveryView, FailureGroups, Permission, NO_DESTINATION,
 };
 use crate::format::{display_time, encode, short_id};
 use breakers::BreakerPanel;
@@ -31,6 +33,8 @@ fn query_href(query: &DeliveryQuery, status: Option<&str>, after: Option<&str>) 
         ("kind", query.kind.as_deref()),
         ("status", status),
         ("source", query.source.as_deref()),
+        ("destination", query.destination.as_deref()),
+        ("cause", query.cause.as_deref()),
         ("from", query.created_from.as_deref()),
         ("to", query.created_to.as_deref()),
         ("after", after),
@@ -61,6 +65,8 @@ pub fn DeliveriesPage() -> impl IntoView {
                 parent: None,
                 created_from: get("from"),
                 created_to: get("to"),
+                destination: get("destination"),
+                cause: get("cause"),
                 after: get("after"),
                 limit: None,
             }
@@ -68,10 +74,33 @@ pub fn DeliveriesPage() -> impl IntoView {
     });
     let page = Resource::new(move || query.get(), list_deliveries);
     let viewer = Resource::new(|| (), |_| current_viewer());
+    // The groups show where failures are looked at as a whole: a failing view
+    // not yet narrowed to one group.
+    let shows_groups = Memo::new(move |_| {
+        let q = query.get();
+        let failing = matches!(
+            q.status.as_deref(),
+            Some(DeliveryFilter::NEEDS_ATTENTION | "failed" | "uncertain")
+        );
+        failing && q.destination.is_none() && q.cause.is_none()
+    });
+    let groups = Resource::new(
+        move || shows_groups.get(),
+        |shown| async move {
+            if shown {
+                list_failure_groups().await.map(Some)
+            } else {
+                Ok(None)
+            }
+        },
+    );
     // Live updates, except while someone is using the filters or a bulk action.
     poll_while_visible(
         move || !focus_within(".filters") && !focus_within(".bulk"),
-        move || page.refetch(),
+        move || {
+            page.refetch();
+            groups.refetch();
+        },
     );
     view! {
         <Title text="Deliveries · Herald" />
@@ -84,6 +113,22 @@ pub fn DeliveriesPage() -> impl IntoView {
                 </div>
             </div>
             <DeliveryFilters query=query status_param=status_param />
+            <Transition fallback=|| ()>
+                {move || Suspend::new(async move {
+                    let status = status_param.get_untracked();
+                    match groups.await {
+                        Ok(Some(groups)) => view! { <FailureGroupsPanel groups status /> }.into_any(),
+                        // No durable outbox (501): the page below says so once.
+                        Ok(None) => ().into_any(),
+                        Err(failure) if failure.status == 501 => ().into_any(),
+                        Err(failure) => view! {
+                            <p class="muted small" role="status" data-testid="failure-groups-error">
+                                "Failures could not be grouped: "{failure.message}
+                            </p>
+                        }.into_any(),
+                    }
+                })}
+            </Transition>
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {
                     let may_retry = matches!(viewer.await, Ok(Some(v)) if v.can(Permission::RunsWrite));
@@ -133,12 +178,37 @@ fn DeliveryFilters(
         })
         .collect_view();
         let source = q.source.clone().unwrap_or_default();
+        // A failure group the view is narrowed to, and the way back to all of them.
+        let group = (q.destination.is_some() || q.cause.is_some()).then(|| {
+            let everything = DeliveryQuery {
+                destination: None,
+                cause: None,
+                ..q.clone()
+            };
+            let clear = query_href(&everything, current.as_deref(), None);
+            let destination = q
+                .destination
+                .clone()
+                .map(|d| destination_label(&d).to_string());
+            view! {
+                <p class="group-filter" data-testid="group-filter">
+                    "Group: "
+                    {q.cause.clone().map(|c| view! { <strong>{c}</strong> })}
+                    {destination.map(|d| view! { " at " <span class="mono">{d}</span> })}
+                    " · "
+                    <a href=clear data-testid="clear-group">"Every group"</a>
+                </p>
+            }
+        });
         view! {
             <div class="filters panel">
                 <div class="chips" role="group" aria-label="State">{chips}</div>
+                {group}
                 <Form method="GET" action="/deliveries">
                     <div class="filter-form">
                         {current.clone().map(|s| view! { <input type="hidden" name="status" value=s /> })}
+                        {q.destination.clone().map(|d| view! { <input type="hidden" name="destination" value=d /> })}
+                        {q.cause.clone().map(|c| view! { <input type="hidden" name="cause" value=c /> })}
                         <label class="field">
                             <span>"Kind"</span>
                             <input name="kind" size="12" data-testid="kind-filter" value=q.kind.clone().unwrap_or_default() />
@@ -167,6 +237,89 @@ fn DeliveryFilters(
     }
 }
 
+/// What a destination filter value shows.
+fn destination_label(destination: &str) -> &str {
+    if destination == NO_DESTINATION {
+        "no destination"
+    } else {
+        destination
+    }
+}
+
+/// The deliveries that need attention, one row a kind, destination and cause:
+/// each opens the view of its group, where the bulk retry retries it.
+#[component]
+fn FailureGroupsPanel(groups: FailureGroups, status: Option<String>) -> impl IntoView {
+    let unavailable = groups.unavailable;
+    if groups.groups.is_empty() {
+        return view! {
+            <StoresUnavailable unavailable />
+            <div class="panel failure-groups" data-testid="failure-groups-empty">
+                <h2>"Failures by cause"</h2>
+                <p class="muted">"Nothing needs attention: no delivery is failed or uncertain."</p>
+            </div>
+        }
+        .into_any();
+    }
+    let more = groups.more;
+    let rows = groups
+        .groups
+        .into_iter()
+        .map(|g| {
+            let destination = g.destination.clone().unwrap_or_else(|| NO_DESTINATION.to_string());
+            let href = query_href(
+                &DeliveryQuery {
+                    kind: Some(g.kind.clone()),
+                    source: Some(g.source.clone()),
+                    destination: Some(destination.clone()),
+                    cause: Some(g.cause.clone()),
+                    ..DeliveryQuery::default()
+                },
+                status.as_deref(),
+                None,
+            );
+            let label = format!("Open the {} {} failures: {}", g.count, g.kind, g.cause);
+            let kind = g.kind.clone();
+            view! {
+                <tr data-testid="failure-group" data-destination=destination.clone() data-kind=kind>
+                    <td class="wrap">{g.cause}</td>
+                    <td>{g.kind}</td>
+                    <td class="mono wrap">{destination_label(&destination).to_string()}</td>
+                    <td data-testid="group-count">{g.count}</td>
+                    <td class="time" title=g.first_seen.clone()>{display_time(&g.first_seen)}</td>
+                    <td class="time" title=g.last_seen.clone()>{display_time(&g.last_seen)}</td>
+                    <td><a href=href class="button" aria-label=label data-testid="open-group">"Open group"</a></td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <StoresUnavailable unavailable />
+        <section class="panel failure-groups" aria-labelledby="failure-groups-title" data-testid="failure-groups">
+            <h2 id="failure-groups-title">"Failures by cause"</h2>
+            <p class="muted">"Deliveries that need attention, grouped by kind, destination and the class of their last error. Open a group to see its deliveries and retry them together."</p>
+            <ScrollingTable label="Failures by cause">
+                <table class="runs">
+                    <thead>
+                        <tr>
+                            <th>"Cause"</th>
+                            <th>"Kind"</th>
+                            <th>"Destination"</th>
+                            <th>"Count"</th>
+                            <th>"First seen"</th>
+                            <th>"Last seen"</th>
+                            <th><span class="visually-hidden">"Open"</span></th>
+                        </tr>
+                    </thead>
+                    <tbody>{rows}</tbody>
+                </table>
+            </ScrollingTable>
+            {more.then(|| view! { <p class="muted small" data-testid="failure-groups-more">"More groups exist than these 50 largest; narrow the view by kind or source."</p> })}
+        </section>
+    }
+    .into_any()
+}
+
 #[component]
 fn DeliveriesTable(
     page: DeliveryPage,
@@ -187,6 +340,8 @@ fn DeliveriesTable(
             ("kind", query.kind.clone()),
             ("status", query.status.clone()),
             ("source", query.source.clone()),
+            ("destination", query.destination.clone()),
+            ("cause", query.cause.clone()),
             ("since", query.created_from.clone()),
             ("until", query.created_to.clone()),
         ]

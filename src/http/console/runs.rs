@@ -5,7 +5,8 @@ use async_trait::async_trait;
 
 use app::dto::{
     AuditPage, BreakerClosed, BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
-    DeliveryQuery, DeliveryView, RetryCommand, RunPage, RunQuery, RunView, SearchAnswer,
+    DeliveryQuery, DeliveryView, FailureGroups, RetryCommand, RunPage, RunQuery, RunView,
+    SearchAnswer,
 };
 
 use app::port::{ConsoleError, ConsolePort};
@@ -102,6 +103,13 @@ impl ConsolePort for Console {
     ) -> Result<DeliveryPage, ConsoleError> {
         self.deliveries
             .list(viewer, query)
+            .await
+            .map_err(console_error)
+    }
+
+    async fn failure_groups(&self, viewer: Option<&Viewer>) -> Result<FailureGroups, ConsoleError> {
+        self.deliveries
+            .failure_groups(viewer)
             .await
             .map_err(console_error)
     }

@@ -45,6 +45,14 @@ pub struct ExportQuery {
     #[serde(default)]
     #[arg(long)]
     pub parent: Option<String>,
+    /// A destination's origin (e.g. https://hooks.example.com), or none for events without one
+    #[serde(default)]
+    #[arg(long)]
+    pub destination: Option<String>,
+    /// The class of the last error, as the Deliveries page's failure groups name it
+    #[serde(default)]
+    #[arg(long)]
+    pub cause: Option<String>,
     /// ndjson (the default) or csv
     #[serde(default)]
     #[arg(long)]
@@ -74,6 +82,8 @@ impl ExportQuery {
                 status: self.status.clone(),
                 source: self.source.clone(),
                 parent: self.parent.clone(),
+                destination: self.destination.clone(),
+                cause: self.cause.clone(),
                 ..DeliveryQuery::default()
             })?
         })

@@ -6,8 +6,10 @@
 use std::collections::HashMap;
 
 use herald::outbox::model::{NewEvent, Settle, Source};
+use herald::service::error_class::{cause_prefixes, causes_named};
 use herald::store::ports::{
-    DeliveryReads, EventFilter, IdKind, ManualRetry, NewRun, OutboxStore, RunFilter, RunRepository,
+    CauseFilter, DeliveryReads, DestinationFilter, EventFilter, FailureGroup, IdKind, ManualRetry,
+    NewRun, OutboxStore, RunFilter, RunRepository,
 };
 use herald::store::SqlStore;
 use testkit::{claim, claim_request, enqueue, settlement, TestDb};
@@ -24,6 +26,7 @@ testkit::contract_tests!(
     runs_filter_by_tenant_creation_time_and_delivery_state,
     bulk_counts_are_capped_and_audit_rows_carry_their_count,
     ids_are_found_whole_by_their_beginning_or_their_end,
+    failures_group_by_kind_destination_and_cause_in_sql,
 );
 
 fn child(id: &str, kind: &str, parent_id: &str) -> NewEvent {
@@ -542,5 +545,166 @@ async fn ids_are_found_whole_by_their_beginning_or_their_end(db: &TestDb) {
     );
     assert_eq!(found("%me_0001").await, vec![]);
     assert_eq!(found("nothing-has-this-id").await, vec![]);
+    store.close().await;
+}
+
+/// Failures grouped by cause (issue 23, item 3): failed and uncertain events
+/// counted per kind, source, destination and the class of their last error, in
+/// SQL, whatever the error's case; a listing and a count narrowed to one group
+/// hold exactly its events.
+async fn failures_group_by_kind_destination_and_cause_in_sql(db: &TestDb) {
+    let store = db.store().await;
+    let a = "https://a.example.com";
+    let b = "https://b.example.com";
+    let to = |id: &str, kind: &str, destination: Option<&str>| NewEvent {
+        kind: kind.into(),
+        destination: destination.map(str::to_string),
+        ..event(id)
+    };
+    let failed = Settle::Failed { exhausted: true };
+    // (event, how it settles, its error)
+    let events = [
+        (
+            to("f1", "callback", Some(a)),
+            failed.clone(),
+            Some("receiver answered 400 Bad Request"),
+        ),
+        (
+            to("f2", "callback", Some(a)),
+            failed.clone(),
+            Some("receiver answered 410 Gone"),
+        ),
+        (
+            to("f3", "callback", Some(a)),
+            failed.clone(),
+            Some("Receiver Answered 500"),
+        ),
+        (
+            to("f4", "callback", Some(a)),
+            failed.clone(),
+            Some("timed out after 10 s"),
+        ),
+        (
+            to("f5", "callback", Some(b)),
+            Settle::Uncertain,
+            Some("receiver answered 503"),
+        ),
+        (
+            to("f6", "callback", Some(a)),
+            failed.clone(),
+            Some("thread panicked: x_y%z"),
+        ),
+        (to("f7", "field_update", None), failed.clone(), None),
+        (to("f8", "callback", Some(a)), Settle::Completed, None),
+    ];
+    let all: Vec<NewEvent> = events.iter().map(|(e, _, _)| e.clone()).collect();
+    enqueue(&store, &all).await;
+    let mut request = claim_request(100, 30_000);
+    request.kinds = vec!["callback".into(), "field_update".into()];
+    request.lease_ms_by_kind = request.kinds.iter().map(|k| (k.clone(), 30_000)).collect();
+    let claimed = claim(&store, &request).await;
+    assert_eq!(
+        claimed.len(),
+        events.len(),
+        "the precondition: every event claimed"
+    );
+    let batch: Vec<_> = claimed
+        .iter()
+        .map(|c| {
+            let (_, settle, error) = events
+                .iter()
+                .find(|(e, _, _)| e.event_id == c.event_id)
+                .unwrap();
+            herald::outbox::model::Settlement {
+                error: error.map(str::to_string),
+                ..settlement(c, settle.clone())
+            }
+        })
+        .collect();
+    assert!(settle_retrying(&store, &batch).await.iter().all(|ok| *ok));
+
+    let prefixes = cause_prefixes();
+    let cause = |text: &str| prefixes.iter().position(|p| text.starts_with(p)).unwrap() as i64;
+    let receiver = cause("receiver answered");
+    let mut groups: Vec<(String, Option<String>, i64, i64)> = store
+        .failure_groups(&prefixes, 50)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|g: FailureGroup| (g.kind, g.destination, g.cause, g.count))
+        .collect();
+    groups.sort();
+    let mut expected = vec![
+        ("callback".to_string(), Some(a.to_string()), receiver, 3),
+        (
+            "callback".to_string(),
+            Some(a.to_string()),
+            cause("timed out"),
+            1,
+        ),
+        ("callback".to_string(), Some(a.to_string()), -1, 1),
+        ("callback".to_string(), Some(b.to_string()), receiver, 1),
+        ("field_update".to_string(), None, -2, 1),
+    ];
+    expected.sort();
+    assert_eq!(groups, expected);
+    let largest = store.failure_groups(&prefixes, 1).await.unwrap();
+    assert_eq!(
+        (largest.len(), largest[0].count),
+        (1, 3),
+        "largest first, limited"
+    );
+
+    // One group, listed and counted: exactly its events.
+    let group = EventFilter {
+        statuses: vec![DeliveryStatus::Failed, DeliveryStatus::Uncertain],
+        kind: Some("callback".into()),
+        destination: Some(DestinationFilter::Origin(a.into())),
+        cause: Some(CauseFilter {
+            prefixes: prefixes.clone(),
+            causes: causes_named("the receiver answered with an error status").unwrap(),
+        }),
+        limit: 10,
+        ..Default::default()
+    };
+    let mut listed: Vec<String> = store
+        .list_events(&group)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_id)
+        .collect();
+    listed.sort();
+    assert_eq!(listed, ["f1", "f2", "f3"]);
+    assert_eq!(store.count_events(&group, 100).await.unwrap(), 3);
+    let unclassified = EventFilter {
+        cause: Some(CauseFilter {
+            prefixes: prefixes.clone(),
+            causes: vec![-1],
+        }),
+        ..group.clone()
+    };
+    let listed = store.list_events(&unclassified).await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|e| e.event_id.as_str())
+            .collect::<Vec<_>>(),
+        ["f6"]
+    );
+    let nowhere = EventFilter {
+        destination: Some(DestinationFilter::None),
+        kind: None,
+        cause: None,
+        ..group
+    };
+    let listed = store.list_events(&nowhere).await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|e| e.event_id.as_str())
+            .collect::<Vec<_>>(),
+        ["f7"]
+    );
     store.close().await;
 }

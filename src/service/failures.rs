@@ -1,0 +1,156 @@
+//! Failures grouped by cause (issue 23, item 3): the deliveries that need
+//! attention, one group a kind, source, destination and class of last error, so
+//! a thousand failures from one dead endpoint are one line beside the one that
+//! matters. The store counts them in SQL; this names each cause and merges the
+//! groups of every store.
+
+use std::collections::HashMap;
+
+use app::dto::{FailureGroup, FailureGroups};
+
+use super::error_class::cause_label;
+use super::format_ms;
+use crate::store::ports;
+
+/// The most groups a page lists.
+pub const FAILURE_GROUPS: u32 = 50;
+
+/// A group's kind, source, destination and class.
+type GroupKey = (String, String, Option<String>, &'static str);
+
+/// How many a group holds and when they came to need attention.
+struct Seen {
+    count: i64,
+    first_ms: i64,
+    last_ms: i64,
+}
+
+/// Every store's groups as one list: groups of one class (several causes may
+/// name it) and of several stores merged, largest first, at most
+/// [`FAILURE_GROUPS`]. `store_had_more`: a store had more groups than it gave.
+pub fn merge(
+    groups: Vec<ports::FailureGroup>,
+    store_had_more: bool,
+    unavailable: Vec<String>,
+) -> FailureGroups {
+    let mut merged: HashMap<GroupKey, Seen> = HashMap::new();
+    for group in groups {
+        let key = (
+            group.kind,
+            group.source,
+            group.destination,
+            cause_label(group.cause),
+        );
+        let seen = merged.entry(key).or_insert(Seen {
+            count: 0,
+            first_ms: group.first_at_ms,
+            last_ms: group.last_at_ms,
+        });
+        seen.count += group.count;
+        seen.first_ms = seen.first_ms.min(group.first_at_ms);
+        seen.last_ms = seen.last_ms.max(group.last_at_ms);
+    }
+    let mut list: Vec<_> = merged.into_iter().collect();
+    list.sort_by_key(|(_, seen)| std::cmp::Reverse((seen.count, seen.last_ms)));
+    let more = store_had_more || list.len() > FAILURE_GROUPS as usize;
+    list.truncate(FAILURE_GROUPS as usize);
+    FailureGroups {
+        groups: list
+            .into_iter()
+            .map(|((kind, source, destination, cause), seen)| FailureGroup {
+                kind,
+                source,
+                destination,
+                cause: cause.to_string(),
+                count: seen.count,
+                first_seen: format_ms(seen.first_ms),
+                last_seen: format_ms(seen.last_ms),
+            })
+            .collect(),
+        more,
+        unavailable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::error_class::{cause_prefixes, causes_named};
+
+    fn group(destination: &str, cause: i64, count: i64, at: i64) -> ports::FailureGroup {
+        ports::FailureGroup {
+            kind: "callback".into(),
+            source: "jobs".into(),
+            destination: Some(destination.into()),
+            cause,
+            count,
+            first_at_ms: at,
+            last_at_ms: at + 10,
+        }
+    }
+
+    #[test]
+    fn causes_of_one_class_and_stores_merge_largest_first() {
+        let invalid = causes_named("the destination URL is invalid").unwrap();
+        let receiver = cause_prefixes()
+            .iter()
+            .position(|p| *p == "receiver answered")
+            .unwrap() as i64;
+        let answer = merge(
+            vec![
+                group("https://a", invalid[0], 2, 100),
+                group("https://a", invalid[1], 3, 50),
+                group("https://b", receiver, 4, 10),
+                group("https://a", receiver, 1, 70),
+            ],
+            false,
+            Vec::new(),
+        );
+        let shown: Vec<(&str, &str, i64, &str, &str)> = answer
+            .groups
+            .iter()
+            .map(|g| {
+                (
+                    g.destination.as_deref().unwrap(),
+                    g.cause.as_str(),
+                    g.count,
+                    g.first_seen.as_str(),
+                    g.last_seen.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (
+                    "https://a",
+                    "the destination URL is invalid",
+                    5,
+                    "1970-01-01T00:00:00.05Z",
+                    "1970-01-01T00:00:00.11Z"
+                ),
+                (
+                    "https://b",
+                    "the receiver answered with an error status",
+                    4,
+                    "1970-01-01T00:00:00.01Z",
+                    "1970-01-01T00:00:00.02Z"
+                ),
+                (
+                    "https://a",
+                    "the receiver answered with an error status",
+                    1,
+                    "1970-01-01T00:00:00.07Z",
+                    "1970-01-01T00:00:00.08Z"
+                ),
+            ]
+        );
+        assert!(!answer.more);
+        let many: Vec<_> = (0..FAILURE_GROUPS as i64 + 1)
+            .map(|i| group(&format!("https://h{i}"), receiver, 1, i))
+            .collect();
+        let answer = merge(many, false, Vec::new());
+        assert_eq!(answer.groups.len(), FAILURE_GROUPS as usize);
+        assert!(answer.more);
+    }
+}
