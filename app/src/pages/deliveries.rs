@@ -298,7 +298,7 @@ fn FailureGroupsPanel(groups: FailureGroups, status: Option<String>) -> impl Int
         <section class="panel failure-groups" aria-labelledby="failure-groups-title" data-testid="failure-groups">
             <h2 id="failure-groups-title">"Failures by cause"</h2>
             <p class="muted">"Deliveries that need attention, grouped by kind, destination and the class of their last error. Open a group to see its deliveries and retry them together."</p>
-            <ScrollingTable label="Failures by cause">
+            <ScrollingTable label="Failure groups">
                 <table class="runs">
                     <thead>
                         <tr>

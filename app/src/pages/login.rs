@@ -21,10 +21,10 @@ pub fn LoginPage() -> impl IntoView {
         <Title text="Sign in · Herald" />
         <main id="main" tabindex="-1" class="login">
             <form class="panel login-card" method="post" action="/auth/login">
-                <div class="brand big">
+                <h1 class="brand big">
                     <span class="brand-mark" aria-hidden="true">"◆"</span>
                     "Herald"
-                </div>
+                </h1>
                 <p class="muted">"Sign in to the operator console."</p>
                 {move || {
                     error()
