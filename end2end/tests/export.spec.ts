@@ -172,7 +172,15 @@ test("an operator exports the audit trail; a reader is refused, page and forged 
   expect(retry.status()).toBe(200);
 
   await signIn(page, "operator", "/audit");
-  await expect(page.locator(`[data-testid=audit-row][data-event-id="${retried}"]`)).toBeVisible();
+  const row = page.locator(`[data-testid=audit-row][data-event-id="${retried}"]`);
+  await expect(row).toBeVisible();
+  // A delivery's long id is cut to its column, never over the next one.
+  for (const width of [1280, 1920]) {
+    await page.setViewportSize({ width, height: 900 });
+    const spilling = await row.locator("td").evaluateAll((cells) => cells.filter((c) => c.scrollWidth > c.clientWidth + 1).length);
+    expect(spilling, `cells spilling at ${width} px`).toBe(0);
+    await expect(row.getByTestId("long-id")).toHaveAttribute("title", retried);
+  }
   await expect(page.getByTestId("export-csv")).toHaveAttribute("href", "/audit/export?format=csv");
   await expectAccessible(page, "audit with export links");
   const csv = await download(page, "export-csv");

@@ -11,7 +11,7 @@ use leptos_router::hooks::use_query_map;
 use crate::api::approvals::{
     approval_detail, decision_key, list_approvals, replay_shelf, ActOnApproval, RetryReplay,
 };
-use crate::components::{CapabilityNotice, ScrollingTable, TopBar};
+use crate::components::{CapabilityNotice, LongId, ScrollingTable, TopBar};
 use crate::dto::{ApprovalDetailView, ApprovalRow, ReplayShelfView};
 
 #[component]
@@ -226,7 +226,7 @@ pub fn ApprovalCard(detail: ApprovalDetailView, act: ServerAction<ActOnApproval>
                         .into_iter()
                         .map(|e| view! {
                             <tr data-testid="approval-event" data-kind=e.kind.clone() data-status=e.status.clone()>
-                                <td class="mono">{e.event_id}</td>
+                                <td><LongId id=e.event_id label="event id" /></td>
                                 <td>{e.kind.clone()}</td>
                                 <td>{badge(&e.status)}</td>
                                 <td>{e.attempts}</td>
@@ -277,7 +277,7 @@ fn Shelf(shelf: ReplayShelfView, retry: ServerAction<RetryReplay>) -> AnyView {
                                 let (event_id, cycle) = (row.event_id.clone(), row.cycle);
                                 view! {
                                     <tr data-testid="failed-replay">
-                                        <td class="mono">{row.event_id.clone()}</td>
+                                        <td><LongId id=row.event_id.clone() label="event id" /></td>
                                         <td class="mono">{short(&row.approval_id)}</td>
                                         <td>{row.attempts}</td>
                                         <td class="muted">{row.last_error.unwrap_or_default()}</td>

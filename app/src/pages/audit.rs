@@ -8,7 +8,9 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 use crate::api::audit_trail;
-use crate::components::{ErrorPanel, ExportLinks, ScrollingTable, StoresUnavailable, TopBar};
+use crate::components::{
+    ErrorPanel, ExportLinks, LongId, ScrollingTable, StoresUnavailable, TopBar,
+};
 use crate::dto::AuditPage as Page;
 use crate::format::display_time;
 
@@ -77,12 +79,21 @@ fn AuditTable(page: Page) -> impl IntoView {
                         .map(|e| {
                             let from = e.from_status.clone();
                             let event_id = e.event_id.clone();
+                            let one_delivery = e.action == "retry";
                             view! {
                                 <tr data-testid="audit-row" data-event-id=event_id>
                                     <td class="time" title=e.at.clone()>{display_time(&e.at)}</td>
                                     <td data-testid="audit-actor">{e.actor}</td>
                                     <td>{e.action}</td>
-                                    <td class="mono">{e.event_id}</td>
+                                    // One delivery's id is cut to the column (whole on hover,
+                                    // copied whole); a bulk action's filter wraps.
+                                    <td class="wrap">
+                                        {if one_delivery {
+                                            view! { <LongId id=e.event_id label="event id" /> }.into_any()
+                                        } else {
+                                            view! { <span class="mono">{e.event_id}</span> }.into_any()
+                                        }}
+                                    </td>
                                     <td data-testid="audit-count">{e.affected}</td>
                                     <td><span class=format!("badge delivery-{from}") data-testid="audit-from">{e.from_status}</span></td>
                                     <td data-testid="audit-ack">
