@@ -1,6 +1,6 @@
 import type { APIRequestContext } from "@playwright/test";
 import { test, expect } from "./fixtures";
-import { password, signIn, uniqueTag, waitForHydration } from "./helpers";
+import { signedInApi, signIn, uniqueTag, waitForHydration } from "./helpers";
 import { Receiver } from "./receiver";
 
 // A destination's circuit breaker in the console: callbacks to a receiver that
@@ -16,12 +16,7 @@ let api: APIRequestContext;
 test.beforeAll(async ({ playwright, baseURL }) => {
   await receiver.start();
   receiver.defaults["/hook"] = 503;
-  api = await playwright.request.newContext({ baseURL, extraHTTPHeaders: { origin: baseURL! } });
-  const login = await api.post("/auth/login", {
-    form: { username: "operator", password: password("operator"), next: "/runs" },
-    maxRedirects: 0,
-  });
-  expect(login.status()).toBe(303);
+  api = await signedInApi(playwright, baseURL!, "operator");
 });
 
 test.afterAll(async () => {

@@ -1,6 +1,6 @@
 import type { APIRequestContext, Page } from "@playwright/test";
 import { test, expect } from "./fixtures";
-import { password, screenshotPath, signIn, uniqueTag, waitForHydration } from "./helpers";
+import { screenshotPath, signedInApi, signIn, uniqueTag, waitForHydration } from "./helpers";
 import { SharedReceiver } from "./receiver";
 import { expectAccessible } from "./a11y";
 
@@ -23,12 +23,7 @@ test.beforeAll(async ({ playwright, baseURL }) => {
   await receiver.steer("/hook", { status: 200 });
   await receiver.steer("/chat", { status: 200 });
   origin = baseURL!;
-  api = await playwright.request.newContext({ baseURL, extraHTTPHeaders: { origin } });
-  const login = await api.post("/auth/login", {
-    form: { username: "operator", password: password("operator"), next: "/runs" },
-    maxRedirects: 0,
-  });
-  expect(login.status()).toBe(303);
+  api = await signedInApi(playwright, origin, "operator");
 });
 
 test.afterAll(async () => {

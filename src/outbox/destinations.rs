@@ -163,6 +163,9 @@ pub enum HandBack {
 }
 
 impl HandBack {
+    /// Every reason, each declared at 0 for every kind.
+    pub const ALL: [HandBack; 2] = [HandBack::NoPlace, HandBack::Breaker];
+
     /// Its label in `herald_outbox_claims_handed_back_total`.
     pub fn label(self) -> &'static str {
         match self {

@@ -6,10 +6,8 @@ use prometheus::{
     TextEncoder,
 };
 
+use super::destinations::HandBack;
 use super::model::{OutboxStats, StatsRow, SETTLED_STATES};
-
-/// Why a claimed event was given back unattempted (`Admission::Wait`).
-pub const HAND_BACK_REASONS: [&str; 2] = ["no_place", "breaker"];
 
 pub struct Metrics {
     registry: Registry,
@@ -240,8 +238,9 @@ impl Metrics {
         // first failure would never fire.
         self.exhausted.with_label_values(&[kind]);
         self.uncertain_sweeps.with_label_values(&[kind]);
-        for reason in HAND_BACK_REASONS {
-            self.claims_handed_back.with_label_values(&[kind, reason]);
+        for reason in HandBack::ALL {
+            self.claims_handed_back
+                .with_label_values(&[kind, reason.label()]);
         }
         if kind == vocab::approvals::kinds::FIELD_UPDATE {
             self.replay_exhausted
@@ -304,11 +303,10 @@ impl Metrics {
             .observe(seconds);
     }
 
-    /// A claimed event given back unattempted; `reason` is one of
-    /// [`HAND_BACK_REASONS`].
-    pub fn record_handed_back(&self, kind: &str, reason: &str) {
+    /// A claimed event given back unattempted, and why.
+    pub fn record_handed_back(&self, kind: &str, reason: HandBack) {
         self.claims_handed_back
-            .with_label_values(&[kind, reason])
+            .with_label_values(&[kind, reason.label()])
             .inc();
     }
 

@@ -284,7 +284,7 @@ impl Worker {
                                     finished
                                 }
                                 Admission::Wait { delay_ms, reason } => {
-                                    metrics.record_handed_back(&event.kind, reason.label());
+                                    metrics.record_handed_back(&event.kind, reason);
                                     deferred(&holder, event, delay_ms, permit)
                                 }
                             },

@@ -6,9 +6,7 @@
 
 use std::collections::HashMap;
 
-use app::dto::search::{
-    Found, FoundKind, SearchAnswer, MAX_SEARCH_LEN, MIN_SEARCH_LEN, SEARCH_LIMIT,
-};
+use app::dto::search::{Found, SearchAnswer, MAX_SEARCH_LEN, MIN_SEARCH_LEN, SEARCH_LIMIT};
 use vocab::{Permission, Viewer};
 
 use super::ServiceError;
@@ -72,9 +70,8 @@ pub fn answer(
 }
 
 fn found(m: IdMatch) -> Found {
-    let (kind, context, opens) = match m.kind {
+    let (context, opens) = match m.kind {
         IdKind::Run => (
-            FoundKind::Run,
             format!("a run of type {}", m.owner_id),
             Some(format!("/runs/{}", m.id)),
         ),
@@ -84,26 +81,17 @@ fn found(m: IdMatch) -> Found {
                 "approval" => Some(format!("/approvals?id={}", m.owner_id)),
                 _ => None,
             };
-            (
-                FoundKind::Event,
-                format!("owed by {} {}", m.owner_type, m.owner_id),
-                opens,
-            )
+            (format!("owed by {} {}", m.owner_type, m.owner_id), opens)
         }
         IdKind::Approval => (
-            FoundKind::Approval,
             format!("of {} {}", m.owner_type, m.owner_id),
             Some(format!("/approvals?id={}", m.id)),
         ),
         // No page shows a record yet (issue 23, item 7).
-        IdKind::Record => (
-            FoundKind::Record,
-            format!("a record of {}", m.owner_type),
-            None,
-        ),
+        IdKind::Record => (format!("a record of {}", m.owner_type), None),
     };
     Found {
-        kind,
+        kind: m.kind,
         id: m.id,
         exact: m.exact,
         context,

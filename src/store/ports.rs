@@ -494,14 +494,8 @@ pub trait DeliveryReads: Send + Sync {
     ) -> Result<Vec<FailureGroup>, StoreError>;
 }
 
-/// What a searched id names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum IdKind {
-    Run,
-    Event,
-    Approval,
-    Record,
-}
+/// What a searched id names (the console's word too).
+pub use vocab::IdKind;
 
 /// A row whose id matched a search.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,10 +9,12 @@
 
 pub mod approvals;
 pub mod deliveries;
+pub mod ids;
 pub mod roles;
 pub mod run_approvals;
 pub mod runs;
 
 pub use deliveries::{DeliveryFilter, DeliveryStatus};
+pub use ids::IdKind;
 pub use roles::{Permission, Role, Viewer};
 pub use runs::RunStatus;

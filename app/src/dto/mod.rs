@@ -25,4 +25,4 @@ pub use deliveries::{
 };
 pub use notices::ConfigNotice;
 pub use runs::{format_count, RunFacts, RunPage, RunQuery, RunSummary, RunView, STATUS_COUNT_CAP};
-pub use search::{Found, FoundKind, SearchAnswer};
+pub use search::{Found, SearchAnswer};

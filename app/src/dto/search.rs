@@ -1,6 +1,7 @@
 //! Find by id: what the header's search box opens.
 
 use serde::{Deserialize, Serialize};
+use vocab::IdKind;
 
 /// The shortest part of an id the search takes (shorter parts match too much).
 pub const MIN_SEARCH_LEN: usize = 8;
@@ -9,30 +10,10 @@ pub const MAX_SEARCH_LEN: usize = 200;
 /// Matches listed at most (of each kind, per store).
 pub const SEARCH_LIMIT: u32 = 10;
 
-/// What a found id names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum FoundKind {
-    Run,
-    Event,
-    Approval,
-    Record,
-}
-
-impl FoundKind {
-    pub fn label(self) -> &'static str {
-        match self {
-            FoundKind::Run => "Run",
-            FoundKind::Event => "Delivery",
-            FoundKind::Approval => "Approval",
-            FoundKind::Record => "Record",
-        }
-    }
-}
-
 /// One id the search found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Found {
-    pub kind: FoundKind,
+    pub kind: IdKind,
     pub id: String,
     /// Whether it is the searched text itself (not a part of it).
     pub exact: bool,
