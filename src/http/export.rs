@@ -28,8 +28,11 @@ use crate::service::export::{AuditExportQuery, Export, ExportQuery, ExportRow, R
         chunked transfer). The console serves the same at `/deliveries/export`.",
     params(ExportQuery),
     responses(
-        (status = 200, description = "One JSON object (an ExportRow) a line, or CSV",
-            content_type = "application/x-ndjson", body = ExportRow),
+        (status = 200, description = "One JSON object (an ExportRow) a line, or with format=csv a CSV",
+            content(
+                (ExportRow = "application/x-ndjson"),
+                (String = "text/csv"),
+            )),
         (status = 400, description = "A filter or the format is not valid", body = ErrorBody),
     )
 )]
@@ -50,8 +53,11 @@ pub async fn events(
         serves the same at `/audit/export`.",
     params(AuditExportQuery),
     responses(
-        (status = 200, description = "One JSON object (an AuditEntry) a line, or CSV",
-            content_type = "application/x-ndjson", body = app::dto::AuditEntry),
+        (status = 200, description = "One JSON object (an AuditEntry) a line, or with format=csv a CSV",
+            content(
+                (app::dto::AuditEntry = "application/x-ndjson"),
+                (String = "text/csv"),
+            )),
         (status = 400, description = "The format is not valid", body = ErrorBody),
     )
 )]

@@ -261,6 +261,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(operations, 24, "every routed operation is in the document");
+        assert_eq!(operations, 25, "every routed operation is in the document");
     }
 }

@@ -14,7 +14,9 @@ use app::dto::{
 use serde::Deserialize;
 use vocab::{DeliveryStatus, Permission, Viewer};
 
-use super::delivery_views::{attempt_view, audit_entry, filter_of, non_empty, view};
+use super::delivery_views::{
+    attempt_view, audit_entry, filter_of, merge_newest_first, non_empty, view,
+};
 use super::error_class;
 use super::export::{AuditExportQuery, AuditRows, EventExport, EventRows, Export, ExportQuery};
 use super::failures::{self, FAILURE_GROUPS};
@@ -167,18 +169,18 @@ impl DeliveryService {
         &self,
         filter: &EventFilter,
     ) -> Result<(Vec<(usize, EventRecord)>, Vec<String>), ServiceError> {
-        let mut events = Vec::new();
+        let mut pages = Vec::with_capacity(self.parts.len());
         let mut unavailable = Vec::new();
-        for (at, part) in self.parts.iter().enumerate() {
+        for part in &self.parts {
             let listed = part.reads.list_events(filter).await;
-            if let Some(listed) = self.partial(part, listed, &mut unavailable)? {
-                events.extend(listed.into_iter().map(|e| (at, e)));
-            }
+            pages.push(
+                self.partial(part, listed, &mut unavailable)?
+                    .unwrap_or_default(),
+            );
         }
-        events.sort_by(|(_, a), (_, b)| {
-            (b.created_at, &b.event_id).cmp(&(a.created_at, &a.event_id))
-        });
-        events.truncate(filter.limit as usize);
+        // Each store's rows in its own order: the next page's cursor is then a
+        // row its database placed, whatever its collation does with ties.
+        let events = merge_newest_first(pages, |e| e.created_at, filter.limit as usize);
         Ok((events, unavailable))
     }
 
@@ -650,12 +652,13 @@ async fn count_or_zero(
 /// A bulk action's subject in the audit trail: the filter it covered.
 fn describe(query: &DeliveryQuery) -> String {
     let parts: Vec<String> = [
+        // A failure group's names first: the subject is cut at 180 bytes.
+        ("cause", &query.cause),
+        ("destination", &query.destination),
         ("kind", &query.kind),
         ("status", &query.status),
         ("source", &query.source),
         ("parent", &query.parent),
-        ("destination", &query.destination),
-        ("cause", &query.cause),
         ("from", &query.created_from),
         ("to", &query.created_to),
     ]

@@ -81,14 +81,26 @@ pub fn classify(error: &str) -> &'static str {
         .unwrap_or(UNCLASSIFIED)
 }
 
-/// The prefixes, in order: the store's cause of an error is the index of the
-/// first that starts it ([`store::ports::CAUSE_UNCLASSIFIED`] for none,
-/// [`store::ports::CAUSE_NO_ERROR`] without an error).
+/// The prefixes, in order, each with its cause: the index of the first prefix
+/// of its class, so the store groups by class. The store's cause of an error is
+/// the cause of the first prefix that starts it ([`store::ports::CAUSE_UNCLASSIFIED`]
+/// for none, [`store::ports::CAUSE_NO_ERROR`] without an error).
 ///
 /// [`store::ports::CAUSE_UNCLASSIFIED`]: crate::store::ports::CAUSE_UNCLASSIFIED
 /// [`store::ports::CAUSE_NO_ERROR`]: crate::store::ports::CAUSE_NO_ERROR
-pub fn cause_prefixes() -> Vec<&'static str> {
-    CLASSES.iter().map(|(prefix, _)| *prefix).collect()
+pub fn cause_prefixes() -> Vec<(&'static str, i64)> {
+    CLASSES
+        .iter()
+        .map(|(prefix, class)| (*prefix, class_cause(class)))
+        .collect()
+}
+
+/// The cause of a class: the index of its first prefix.
+fn class_cause(class: &str) -> i64 {
+    CLASSES
+        .iter()
+        .position(|(_, c)| *c == class)
+        .map_or(crate::store::ports::CAUSE_UNCLASSIFIED, |i| i as i64)
 }
 
 /// The class the store's cause index names.
@@ -102,22 +114,18 @@ pub fn cause_label(cause: i64) -> &'static str {
     }
 }
 
-/// Every cause index that names `label` (several prefixes may share a class),
-/// or `None` for a label no class has.
-pub fn causes_named(label: &str) -> Option<Vec<i64>> {
-    let mut causes: Vec<i64> = CLASSES
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, class))| *class == label)
-        .map(|(i, _)| i as i64)
-        .collect();
+/// The cause that names `label`, or `None` for a label no class has.
+pub fn cause_named(label: &str) -> Option<i64> {
     if label == UNCLASSIFIED {
-        causes.push(crate::store::ports::CAUSE_UNCLASSIFIED);
+        Some(crate::store::ports::CAUSE_UNCLASSIFIED)
+    } else if label == NO_ERROR {
+        Some(crate::store::ports::CAUSE_NO_ERROR)
+    } else {
+        CLASSES
+            .iter()
+            .any(|(_, class)| *class == label)
+            .then(|| class_cause(label))
     }
-    if label == NO_ERROR {
-        causes.push(crate::store::ports::CAUSE_NO_ERROR);
-    }
-    (!causes.is_empty()).then_some(causes)
 }
 
 /// `error` as `viewer_sees_data` may see it.
@@ -182,23 +190,19 @@ mod tests {
     fn causes_name_classes_and_back() {
         use crate::store::ports::{CAUSE_NO_ERROR, CAUSE_UNCLASSIFIED};
         let prefixes = cause_prefixes();
-        let receiver = prefixes
-            .iter()
-            .position(|p| *p == "receiver answered")
-            .unwrap() as i64;
+        let cause_of = |prefix: &str| prefixes.iter().find(|(p, _)| *p == prefix).unwrap().1;
+        let receiver = cause_of("receiver answered");
         assert_eq!(cause_label(receiver), classify("receiver answered 400"));
-        assert_eq!(causes_named(cause_label(receiver)), Some(vec![receiver]));
-        // Two prefixes, one class: both are its causes.
-        let invalid = causes_named("the destination URL is invalid").unwrap();
-        assert_eq!(invalid.len(), 2);
-        assert!(invalid
-            .iter()
-            .all(|c| cause_label(*c) == "the destination URL is invalid"));
+        assert_eq!(cause_named(cause_label(receiver)), Some(receiver));
+        // Two prefixes, one class: one cause, so the store groups them together.
+        let invalid = cause_of("invalid destination url");
+        assert_eq!(cause_of("destination url has no host"), invalid);
+        assert_eq!(cause_named("the destination URL is invalid"), Some(invalid));
         assert_eq!(cause_label(CAUSE_UNCLASSIFIED), UNCLASSIFIED);
-        assert_eq!(causes_named(UNCLASSIFIED), Some(vec![CAUSE_UNCLASSIFIED]));
+        assert_eq!(cause_named(UNCLASSIFIED), Some(CAUSE_UNCLASSIFIED));
         assert_eq!(cause_label(CAUSE_NO_ERROR), NO_ERROR);
-        assert_eq!(causes_named(NO_ERROR), Some(vec![CAUSE_NO_ERROR]));
-        assert_eq!(causes_named("made up"), None);
-        assert!(prefixes.iter().all(|p| *p == p.to_ascii_lowercase()));
+        assert_eq!(cause_named(NO_ERROR), Some(CAUSE_NO_ERROR));
+        assert_eq!(cause_named("made up"), None);
+        assert!(prefixes.iter().all(|(p, _)| *p == p.to_ascii_lowercase()));
     }
 }

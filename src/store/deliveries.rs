@@ -77,13 +77,10 @@ fn conditions(filter: &EventFilter, paged: bool) -> (String, Vec<Arg<'_>>) {
         args.push(Arg::Int(to));
     }
     if let Some(cause) = &filter.cause {
-        let (case, patterns) = cause_of_error(&cause.prefixes);
-        sql.push_str(&format!(
-            " AND {case} IN ({})",
-            placeholders(cause.causes.len())
-        ));
+        let (case, patterns) = cause_of_error(&cause.rules);
+        sql.push_str(&format!(" AND {case} = ?"));
         args.extend(patterns);
-        args.extend(cause.causes.iter().map(|c| Arg::Int(*c)));
+        args.push(Arg::Int(cause.cause));
     }
     if let (true, Some((created_at, event_id))) = (paged, &filter.before) {
         sql.push_str(" AND (created_at < ? OR (created_at = ? AND event_id < ?))");
@@ -112,12 +109,12 @@ fn like_escaped(text: &str) -> String {
 /// the same on every engine whatever its collation.
 ///
 /// [`CauseFilter`]: super::ports::CauseFilter
-fn cause_of_error(prefixes: &[&str]) -> (String, Vec<Arg<'static>>) {
+fn cause_of_error(rules: &[(&str, i64)]) -> (String, Vec<Arg<'static>>) {
     let mut case = format!("(CASE WHEN last_error IS NULL THEN {CAUSE_NO_ERROR}");
-    let mut patterns = Vec::with_capacity(prefixes.len());
-    for (index, prefix) in prefixes.iter().enumerate() {
+    let mut patterns = Vec::with_capacity(rules.len());
+    for (prefix, cause) in rules {
         case.push_str(&format!(
-            " WHEN LOWER(last_error) LIKE ? ESCAPE '!' THEN {index}"
+            " WHEN LOWER(last_error) LIKE ? ESCAPE '!' THEN {cause}"
         ));
         patterns.push(Arg::Owned(format!("{}%", like_escaped(prefix))));
     }
@@ -309,10 +306,10 @@ impl DeliveryReads for SqlStore {
 
     async fn failure_groups(
         &self,
-        prefixes: &[&'static str],
+        rules: &[(&'static str, i64)],
         limit: u32,
     ) -> Result<Vec<FailureGroup>, StoreError> {
-        let (cause, patterns) = cause_of_error(prefixes);
+        let (cause, patterns) = cause_of_error(rules);
         let sql = format!(
             "SELECT kind, source, destination, {cause} AS cause, COUNT(*) AS n, \
              MIN(COALESCE(failed_at, uncertain_at, updated_at)) AS first_at, \

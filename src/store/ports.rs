@@ -396,16 +396,18 @@ pub enum DestinationFilter {
     None,
 }
 
-/// How the store sorts errors into causes without reading them out: `prefixes`
-/// of the lowercased last error, in order; an event's cause is the index of the
-/// first that starts it, [`CAUSE_UNCLASSIFIED`] when none does and
-/// [`CAUSE_NO_ERROR`] without an error. What each cause means is the service's
-/// business (`service::error_class`).
+/// How the store sorts errors into causes without reading them out: prefixes
+/// of the lowercased last error, in order, each with the cause it names; an
+/// event's cause is that of the first prefix that starts its error,
+/// [`CAUSE_UNCLASSIFIED`] when none does and [`CAUSE_NO_ERROR`] without an
+/// error. What each cause means is the service's business (`service::error_class`).
+pub type CauseRules = Vec<(&'static str, i64)>;
+
+/// Only events whose last error has `cause` under `rules`.
 #[derive(Clone, Debug, Default)]
 pub struct CauseFilter {
-    pub prefixes: Vec<&'static str>,
-    /// The causes wanted.
-    pub causes: Vec<i64>,
+    pub rules: CauseRules,
+    pub cause: i64,
 }
 
 pub const CAUSE_UNCLASSIFIED: i64 = -1;
@@ -485,11 +487,11 @@ pub trait DeliveryReads: Send + Sync {
     /// ends with it (case as given), at most `limit` of each table, exact ones first.
     async fn find_ids(&self, needle: &str, limit: u32) -> Result<Vec<IdMatch>, StoreError>;
     /// Failed and uncertain events grouped by kind, source, destination and cause
-    /// (errors sorted by `prefixes`, as [`CauseFilter`] says), largest groups
-    /// first, at most `limit`.
+    /// (errors sorted by `rules`, as [`CauseRules`] says), largest groups first,
+    /// at most `limit`.
     async fn failure_groups(
         &self,
-        prefixes: &[&'static str],
+        rules: &[(&'static str, i64)],
         limit: u32,
     ) -> Result<Vec<FailureGroup>, StoreError>;
 }

@@ -74,15 +74,13 @@ pub fn DeliveriesPage() -> impl IntoView {
     });
     let page = Resource::new(move || query.get(), list_deliveries);
     let viewer = Resource::new(|| (), |_| current_viewer());
-    // The groups show where failures are looked at as a whole: a failing view
-    // not yet narrowed to one group.
+    // The groups count everything that needs attention: they show on that view
+    // (the page's first), not yet narrowed to one group.
     let shows_groups = Memo::new(move |_| {
         let q = query.get();
-        let failing = matches!(
-            q.status.as_deref(),
-            Some(DeliveryFilter::NEEDS_ATTENTION | "failed" | "uncertain")
-        );
-        failing && q.destination.is_none() && q.cause.is_none()
+        q.status.as_deref() == Some(DeliveryFilter::NEEDS_ATTENTION)
+            && q.destination.is_none()
+            && q.cause.is_none()
     });
     let groups = Resource::new(
         move || shows_groups.get(),
@@ -250,13 +248,18 @@ fn destination_label(destination: &str) -> &str {
 /// each opens the view of its group, where the bulk retry retries it.
 #[component]
 fn FailureGroupsPanel(groups: FailureGroups, status: Option<String>) -> impl IntoView {
-    let unavailable = groups.unavailable;
+    // A store that could not be read is named once, above the list below.
+    let partial = !groups.unavailable.is_empty();
     if groups.groups.is_empty() {
+        let text = if partial {
+            "No failed or uncertain delivery in the stores that could be read."
+        } else {
+            "Nothing needs attention: no delivery is failed or uncertain."
+        };
         return view! {
-            <StoresUnavailable unavailable />
             <div class="panel failure-groups" data-testid="failure-groups-empty">
                 <h2>"Failures by cause"</h2>
-                <p class="muted">"Nothing needs attention: no delivery is failed or uncertain."</p>
+                <p class="muted">{text}</p>
             </div>
         }
         .into_any();
@@ -284,6 +287,7 @@ fn FailureGroupsPanel(groups: FailureGroups, status: Option<String>) -> impl Int
                 <tr data-testid="failure-group" data-destination=destination.clone() data-kind=kind>
                     <td class="wrap">{g.cause}</td>
                     <td>{g.kind}</td>
+                    <td>{g.source}</td>
                     <td class="mono wrap">{destination_label(&destination).to_string()}</td>
                     <td data-testid="group-count">{g.count}</td>
                     <td class="time" title=g.first_seen.clone()>{display_time(&g.first_seen)}</td>
@@ -294,16 +298,16 @@ fn FailureGroupsPanel(groups: FailureGroups, status: Option<String>) -> impl Int
         })
         .collect_view();
     view! {
-        <StoresUnavailable unavailable />
         <section class="panel failure-groups" aria-labelledby="failure-groups-title" data-testid="failure-groups">
             <h2 id="failure-groups-title">"Failures by cause"</h2>
-            <p class="muted">"Deliveries that need attention, grouped by kind, destination and the class of their last error. Open a group to see its deliveries and retry them together."</p>
+            <p class="muted">"Deliveries that need attention, grouped by kind, source, destination and the class of their last error. Open a group to see its deliveries and retry them together."</p>
             <ScrollingTable label="Failure groups">
                 <table class="runs">
                     <thead>
                         <tr>
                             <th>"Cause"</th>
                             <th>"Kind"</th>
+                            <th>"Source"</th>
                             <th>"Destination"</th>
                             <th>"Count"</th>
                             <th>"First seen"</th>
@@ -314,7 +318,7 @@ fn FailureGroupsPanel(groups: FailureGroups, status: Option<String>) -> impl Int
                     <tbody>{rows}</tbody>
                 </table>
             </ScrollingTable>
-            {more.then(|| view! { <p class="muted small" data-testid="failure-groups-more">"More groups exist than these 50 largest; narrow the view by kind or source."</p> })}
+            {more.then(|| view! { <p class="muted small" data-testid="failure-groups-more">"More groups exist than these 50 largest; retry or fix these first, and the rest will show."</p> })}
         </section>
     }
     .into_any()

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ExportFormat, RowPages, EXPORT_PAGE};
 use crate::outbox::model::EventRecord;
-use crate::service::delivery_views::{filter_of, view};
+use crate::service::delivery_views::{filter_of, merge_newest_first, view};
 use crate::service::{parse_instant, ServiceError};
 use crate::store::ports::{DeliveryReads, EventFilter};
 
@@ -142,15 +142,31 @@ const COLUMNS: [&str; 21] = [
 /// too, when apart), read together one keyset-paged statement each per page, so
 /// rows committed after the export began are left out and none is given twice.
 pub struct EventRows {
-    stores: Vec<Arc<dyn DeliveryReads>>,
+    stores: Vec<StoreCursor>,
     filter: EventFilter,
     sees_data: bool,
+}
+
+/// One store and where its rows stand: the last row taken from it, as its own
+/// database ordered it. Each store keeps its own cursor because databases order
+/// ties of one millisecond by their own collation (PostgreSQL's may ignore
+/// case): a cursor that is a row the database itself returned never makes it
+/// give a row twice or skip one.
+struct StoreCursor {
+    reads: Arc<dyn DeliveryReads>,
+    before: Option<(i64, String)>,
 }
 
 impl EventRows {
     pub fn new(stores: Vec<Arc<dyn DeliveryReads>>, filter: EventFilter, sees_data: bool) -> Self {
         EventRows {
-            stores,
+            stores: stores
+                .into_iter()
+                .map(|reads| StoreCursor {
+                    reads,
+                    before: None,
+                })
+                .collect(),
             filter: EventFilter {
                 before: None,
                 limit: EXPORT_PAGE,
@@ -203,21 +219,23 @@ impl RowPages for EventRows {
         cells
     }
 
-    /// The page after the cursor, merged over the stores in their own order
-    /// (newest first, ties by id).
+    /// Each store's page after its cursor, merged newest first.
     async fn next_rows(&mut self) -> Result<Vec<ExportRow>, ServiceError> {
-        let mut events = Vec::new();
+        let mut pages = Vec::with_capacity(self.stores.len());
         for store in &self.stores {
-            events.extend(store.list_events(&self.filter).await?);
+            let filter = EventFilter {
+                before: store.before.clone(),
+                ..self.filter.clone()
+            };
+            pages.push(store.reads.list_events(&filter).await?);
         }
-        events.sort_by(|a, b| (b.created_at, &b.event_id).cmp(&(a.created_at, &a.event_id)));
-        events.truncate(EXPORT_PAGE as usize);
-        if let Some(last) = events.last() {
-            self.filter.before = Some((last.created_at, last.event_id.clone()));
+        let taken = merge_newest_first(pages, |e| e.created_at, EXPORT_PAGE as usize);
+        for (store, event) in &taken {
+            self.stores[*store].before = Some((event.created_at, event.event_id.clone()));
         }
-        Ok(events
+        Ok(taken
             .iter()
-            .map(|event| ExportRow::of(event, self.sees_data))
+            .map(|(_, event)| ExportRow::of(event, self.sees_data))
             .collect())
     }
 }

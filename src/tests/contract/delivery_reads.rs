@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use herald::outbox::model::{NewEvent, Settle, Source};
-use herald::service::error_class::{cause_prefixes, causes_named};
+use herald::service::error_class::{cause_named, cause_prefixes};
 use herald::store::ports::{
     CauseFilter, DeliveryReads, DestinationFilter, EventFilter, FailureGroup, IdKind, ManualRetry,
     NewRun, OutboxStore, RunFilter, RunRepository,
@@ -596,6 +596,17 @@ async fn failures_group_by_kind_destination_and_cause_in_sql(db: &TestDb) {
         ),
         (to("f7", "field_update", None), failed.clone(), None),
         (to("f8", "callback", Some(a)), Settle::Completed, None),
+        // Two prefixes of one class: one group.
+        (
+            to("f9", "callback", Some(b)),
+            failed.clone(),
+            Some("invalid destination URL: x"),
+        ),
+        (
+            to("f10", "callback", Some(b)),
+            failed.clone(),
+            Some("destination URL has no host"),
+        ),
     ];
     let all: Vec<NewEvent> = events.iter().map(|(e, _, _)| e.clone()).collect();
     enqueue(&store, &all).await;
@@ -624,7 +635,13 @@ async fn failures_group_by_kind_destination_and_cause_in_sql(db: &TestDb) {
     assert!(settle_retrying(&store, &batch).await.iter().all(|ok| *ok));
 
     let prefixes = cause_prefixes();
-    let cause = |text: &str| prefixes.iter().position(|p| text.starts_with(p)).unwrap() as i64;
+    let cause = |text: &str| {
+        prefixes
+            .iter()
+            .find(|(p, _)| text.starts_with(p))
+            .unwrap()
+            .1
+    };
     let receiver = cause("receiver answered");
     let mut groups: Vec<(String, Option<String>, i64, i64)> = store
         .failure_groups(&prefixes, 50)
@@ -644,6 +661,12 @@ async fn failures_group_by_kind_destination_and_cause_in_sql(db: &TestDb) {
         ),
         ("callback".to_string(), Some(a.to_string()), -1, 1),
         ("callback".to_string(), Some(b.to_string()), receiver, 1),
+        (
+            "callback".to_string(),
+            Some(b.to_string()),
+            cause("invalid destination url"),
+            2,
+        ),
         ("field_update".to_string(), None, -2, 1),
     ];
     expected.sort();
@@ -661,8 +684,8 @@ async fn failures_group_by_kind_destination_and_cause_in_sql(db: &TestDb) {
         kind: Some("callback".into()),
         destination: Some(DestinationFilter::Origin(a.into())),
         cause: Some(CauseFilter {
-            prefixes: prefixes.clone(),
-            causes: causes_named("the receiver answered with an error status").unwrap(),
+            rules: prefixes.clone(),
+            cause: cause_named("the receiver answered with an error status").unwrap(),
         }),
         limit: 10,
         ..Default::default()
@@ -679,8 +702,8 @@ async fn failures_group_by_kind_destination_and_cause_in_sql(db: &TestDb) {
     assert_eq!(store.count_events(&group, 100).await.unwrap(), 3);
     let unclassified = EventFilter {
         cause: Some(CauseFilter {
-            prefixes: prefixes.clone(),
-            causes: vec![-1],
+            rules: prefixes.clone(),
+            cause: -1,
         }),
         ..group.clone()
     };
