@@ -25,14 +25,11 @@ struct Seen {
     last_ms: i64,
 }
 
-/// Every store's groups as one list: groups of one class (several causes may
-/// name it) and of several stores merged, largest first, at most
-/// [`FAILURE_GROUPS`]. `store_had_more`: a store had more groups than it gave.
-pub fn merge(
-    groups: Vec<ports::FailureGroup>,
-    store_had_more: bool,
-    unavailable: Vec<String>,
-) -> FailureGroups {
+/// Every store's groups as one list: a group found in several stores is one,
+/// largest first, at most [`FAILURE_GROUPS`], and `more` when there were more.
+/// Each store gives its groups (distinct in it) up to one over the page, so a
+/// store that had more leaves more than a page here too.
+pub fn merge(groups: Vec<ports::FailureGroup>, unavailable: Vec<String>) -> FailureGroups {
     let mut merged: HashMap<GroupKey, Seen> = HashMap::new();
     for group in groups {
         let key = (
@@ -58,7 +55,7 @@ pub fn merge(
             .cmp(&(a.count, a.last_ms))
             .then_with(|| a_key.cmp(b_key))
     });
-    let more = store_had_more || list.len() > FAILURE_GROUPS as usize;
+    let more = list.len() > FAILURE_GROUPS as usize;
     list.truncate(FAILURE_GROUPS as usize);
     FailureGroups {
         groups: list
@@ -107,7 +104,6 @@ mod tests {
                 group("https://b", receiver, 4, 10),
                 group("https://a", receiver, 1, 70),
             ],
-            false,
             Vec::new(),
         );
         let shown: Vec<(&str, &str, i64, &str, &str)> = answer
@@ -153,7 +149,7 @@ mod tests {
         let many: Vec<_> = (0..FAILURE_GROUPS as i64 + 1)
             .map(|i| group(&format!("https://h{i}"), receiver, 1, i))
             .collect();
-        let answer = merge(many, false, Vec::new());
+        let answer = merge(many, Vec::new());
         assert_eq!(answer.groups.len(), FAILURE_GROUPS as usize);
         assert!(answer.more);
     }
