@@ -228,8 +228,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let store = open_lasting_store(&settings, "user add").await?;
             let accounts = server::account_service(&store, &settings);
             let user = accounts
-                .add_user(None, &username, &password, role.into())
-                .await?;
+                .add_user(None, &username, Some(&password), role.into())
+                .await?
+                .user;
             println!(
                 "Created user {:?} with role {}.",
                 user.username,
@@ -256,8 +257,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let token = accounts.create_token(None, &name, role.into()).await?;
             println!(
                 "Created API token {:?} with role {}. Send it as `Authorization: Bearer <token>`:\n{}\nThis token is shown only once.",
-                token.name,
-                token.role.as_str(),
+                token.token.name,
+                token.token.role.as_str(),
                 token.secret
             );
             store.close().await;

@@ -215,7 +215,7 @@ async fn ensure_first_admin(
         _ => (generate_password(), true),
     };
     match accounts
-        .add_user(None, FIRST_ADMIN_NAME, &password, Role::Admin)
+        .add_user(None, FIRST_ADMIN_NAME, Some(&password), Role::Admin)
         .await
     {
         Ok(_) => {}

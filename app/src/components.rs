@@ -181,6 +181,17 @@ pub fn TopBar() -> impl IntoView {
                     })}
                 </Suspense>
                 <A href="/approvals">"Approvals"</A>
+                // Offered only to admins (users:manage).
+                <Suspense fallback=|| ()>
+                    {move || Suspend::new(async move {
+                        viewer
+                            .await
+                            .ok()
+                            .flatten()
+                            .filter(|viewer| viewer.can(Permission::UsersManage))
+                            .map(|_| view! { <A href="/users">"Users"</A> })
+                    })}
+                </Suspense>
             </nav>
             // A plain form: the server answers a single match with a redirect.
             <form class="find" role="search" action="/search" method="get">

@@ -1,12 +1,13 @@
 //! The ports the server implements for the console's server functions: one for
-//! runs, deliveries, audit and breakers, one for the Approvals page.
+//! runs, deliveries, audit and breakers, one for the Approvals page, one for the
+//! Users page.
 
 use async_trait::async_trait;
 
 use crate::dto::{
-    ApprovalDetailView, ApprovalRow, AuditPage, BreakerClosed, BreakerList, BulkOutcome,
-    BulkPreview, ConfigNotice, DeliveryPage, DeliveryQuery, DeliveryView, FailureGroups,
-    ReplayShelfView, RetryCommand, RunPage, RunQuery, RunView, SearchAnswer, Viewer,
+    AccountOutcome, AccountsView, ApprovalDetailView, ApprovalRow, AuditPage, BreakerClosed,
+    BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage, DeliveryQuery, DeliveryView,
+    FailureGroups, ReplayShelfView, RetryCommand, RunPage, RunQuery, RunView, SearchAnswer, Viewer,
 };
 
 /// A failure the console can show: an HTTP-like status and a human message.
@@ -117,4 +118,41 @@ pub trait ApprovalsPort: Send + Sync + 'static {
         event_id: &str,
         expected_cycle: i64,
     ) -> Result<(), ConsoleError>;
+}
+
+/// What the Users page needs from the server: users and API tokens, managed by
+/// whoever has `users:manage`; every change is audited by the server.
+#[async_trait]
+pub trait AccountsPort: Send + Sync + 'static {
+    async fn list(&self, viewer: Option<&Viewer>) -> Result<AccountsView, ConsoleError>;
+    /// `password` `None`: the server makes one and answers it once.
+    async fn add_user(
+        &self,
+        viewer: Option<&Viewer>,
+        username: String,
+        role: String,
+        password: Option<String>,
+    ) -> Result<AccountOutcome, ConsoleError>;
+    /// `action` is one of [`USER_ACTIONS`](crate::dto::USER_ACTIONS): `role` (with
+    /// `role`), `disable`, `enable` or `reset_password` (with `password`, or none
+    /// for one the server makes).
+    async fn change_user(
+        &self,
+        viewer: Option<&Viewer>,
+        user_id: String,
+        action: String,
+        role: Option<String>,
+        password: Option<String>,
+    ) -> Result<AccountOutcome, ConsoleError>;
+    async fn create_token(
+        &self,
+        viewer: Option<&Viewer>,
+        name: String,
+        role: String,
+    ) -> Result<AccountOutcome, ConsoleError>;
+    async fn revoke_token(
+        &self,
+        viewer: Option<&Viewer>,
+        token_id: String,
+    ) -> Result<AccountOutcome, ConsoleError>;
 }

@@ -9,3 +9,6 @@ pub mod token;
 
 /// Session key under which the signed-in user's id is kept.
 pub const SESSION_USER_KEY: &str = "user_id";
+/// Session key under which the user's session epoch at sign-in is kept: a session
+/// of an older epoch is over (see `AccountService::viewer_for_user`).
+pub const SESSION_EPOCH_KEY: &str = "session_epoch";

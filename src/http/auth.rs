@@ -14,12 +14,19 @@ use vocab::Viewer;
 
 use super::error::ApiError;
 use super::state::AppState;
-use crate::auth::SESSION_USER_KEY;
+use crate::auth::{SESSION_EPOCH_KEY, SESSION_USER_KEY};
 use crate::channels::guard::DestinationGuard;
 use crate::service::ServiceError;
 
 /// Console pages that need a signed-in user (the page and everything below it).
-const GUARDED_PAGES: &[&str] = &["/runs", "/audit", "/deliveries", "/approvals", "/search"];
+const GUARDED_PAGES: &[&str] = &[
+    "/runs",
+    "/audit",
+    "/deliveries",
+    "/approvals",
+    "/search",
+    "/users",
+];
 
 fn is_guarded_page(path: &str) -> bool {
     GUARDED_PAGES.iter().any(|page| {
@@ -97,8 +104,18 @@ async fn session_viewer(
         .get(SESSION_USER_KEY)
         .await
         .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    // Sessions begun before epochs were kept are of epoch 0, the first one.
+    let epoch: Option<i64> = session
+        .get(SESSION_EPOCH_KEY)
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()))?;
     match user_id {
-        Some(id) => state.accounts.viewer_for_user(&id).await,
+        Some(id) => {
+            state
+                .accounts
+                .viewer_for_user(&id, epoch.unwrap_or(0))
+                .await
+        }
         None => Ok(None),
     }
 }
@@ -194,7 +211,11 @@ pub async fn sign_in(
             if let Err(err) = session.cycle_id().await {
                 return ApiError::from(ServiceError::Internal(err.to_string())).into_response();
             }
-            if let Err(err) = session.insert(SESSION_USER_KEY, &user.id).await {
+            let stored = async {
+                session.insert(SESSION_USER_KEY, &user.id).await?;
+                session.insert(SESSION_EPOCH_KEY, user.session_epoch).await
+            };
+            if let Err(err) = stored.await {
                 return ApiError::from(ServiceError::Internal(err.to_string())).into_response();
             }
             Redirect::to(&next).into_response()

@@ -35,7 +35,7 @@ use app::port::ConsolePort;
 use app::{shell, App};
 
 use crate::auth::session_store::DbSessionStore;
-use console::{ApprovalsConsole, Console};
+use console::{AccountsConsole, ApprovalsConsole, Console};
 
 pub use error::ApiError;
 pub use state::AppState;
@@ -55,6 +55,9 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
     let approvals_console: Arc<dyn app::port::ApprovalsPort> = Arc::new(ApprovalsConsole {
         approvals: state.approvals.clone(),
         deliveries: state.deliveries.clone(),
+    });
+    let accounts_console: Arc<dyn app::port::AccountsPort> = Arc::new(AccountsConsole {
+        accounts: state.accounts.clone(),
     });
     let leptos_options = state.leptos.clone();
     let not_found = not_found_page(console.clone(), leptos_options.clone());
@@ -103,6 +106,7 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
             move || {
                 provide_context(console.clone());
                 provide_context(approvals_console.clone());
+                provide_context(accounts_console.clone());
             },
             move || shell(leptos_options.clone()),
         )

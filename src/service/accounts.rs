@@ -6,10 +6,14 @@ use vocab::{Permission, Role, Viewer};
 
 use super::{require, ServiceError};
 use crate::auth::hashing_pool::{HashingPool, PoolError};
-use crate::auth::password::{self, MIN_PASSWORD_LEN};
+use crate::auth::password::{self, generate_password, MIN_PASSWORD_LEN};
 use crate::auth::throttle::{LoginThrottle, Refusal};
 use crate::auth::token;
-use crate::store::ports::{NewUser, TokenRepository, User, UserRepository};
+use crate::store::ports::{
+    ApiToken, NewAuditEntry, NewUser, TokenRepository, User, UserChange, UserChangeRefusal,
+    UserRepository,
+};
+use crate::store::{MAX_LISTED_TOKENS, MAX_LISTED_USERS};
 
 pub const MAX_USERNAME_LEN: usize = 64;
 /// Longer passwords are refused before hashing (argon2 would accept them, but
@@ -27,9 +31,46 @@ pub struct AccountService {
 
 /// A newly created API token; `secret` is shown once and never stored.
 pub struct CreatedToken {
-    pub name: String,
-    pub role: Role,
+    pub token: ApiToken,
     pub secret: String,
+}
+
+/// Who the audit trail names for an action the machine's owner takes (the
+/// command line, or the first start creating the first admin).
+pub const LOCAL_ACTOR: &str = "local";
+
+/// A user just added or given a new password; `generated_password` is set when
+/// Herald made the password, to be shown once.
+pub struct WithPassword {
+    pub user: User,
+    pub generated_password: Option<String>,
+}
+
+/// What an admin does to a user from the console.
+#[derive(Clone, Debug)]
+pub enum AccountChange {
+    Role(Role),
+    Disable,
+    Enable,
+    /// A new password: the one given, or (`None`) one Herald makes and shows once.
+    ResetPassword(Option<String>),
+}
+
+impl AccountChange {
+    fn action(&self) -> &'static str {
+        match self {
+            AccountChange::Role(_) => "change_role",
+            AccountChange::Disable => "disable_user",
+            AccountChange::Enable => "enable_user",
+            AccountChange::ResetPassword(_) => "reset_password",
+        }
+    }
+}
+
+/// Every user and token, for the Users page.
+pub struct Accounts {
+    pub users: Vec<User>,
+    pub tokens: Vec<ApiToken>,
 }
 
 impl AccountService {
@@ -46,44 +87,174 @@ impl AccountService {
         }
     }
 
-    /// Creates a user. `actor` is `None` only for the local CLI and first start, which
-    /// act with the machine owner's authority.
+    /// Creates a user, audited in the same transaction. `actor` is `None` only for
+    /// the local CLI and first start, which act with the machine owner's authority.
+    /// `password` `None`: Herald makes one, returned once.
     pub async fn add_user(
         &self,
         actor: Option<&Viewer>,
         username: &str,
-        password: &str,
+        password: Option<&str>,
         role: Role,
-    ) -> Result<User, ServiceError> {
+    ) -> Result<WithPassword, ServiceError> {
         if actor.is_some() {
             require(actor, Permission::UsersManage)?;
         }
         let username = validate_username(username)?;
-        if password.chars().count() < MIN_PASSWORD_LEN {
-            return Err(ServiceError::invalid(
-                "password",
-                format!("must be at least {MIN_PASSWORD_LEN} characters"),
-            ));
-        }
-        if password.len() > MAX_PASSWORD_LEN {
-            return Err(ServiceError::invalid(
-                "password",
-                format!("must be at most {MAX_PASSWORD_LEN} bytes"),
-            ));
-        }
-        let password = password.to_string();
-        let password_hash = self
+        let (password_hash, generated_password) = self.password_hash(password).await?;
+        let audit = NewAuditEntry {
+            subject: format!("user {username} ({})", role.as_str()),
+            action: "add_user".into(),
+            actor: actor_name(actor),
+            from_status: "new".into(),
+            acknowledged_duplicate_risk: false,
+            affected: 1,
+        };
+        let user = self
+            .users
+            .create_user(
+                NewUser {
+                    username,
+                    password_hash,
+                    role,
+                },
+                &audit,
+            )
+            .await?;
+        Ok(WithPassword {
+            user,
+            generated_password,
+        })
+    }
+
+    /// The hash of `given` (checked), or of a password made here (returned to be
+    /// shown once).
+    async fn password_hash(
+        &self,
+        given: Option<&str>,
+    ) -> Result<(String, Option<String>), ServiceError> {
+        let (password, generated) = match given {
+            Some(password) => {
+                check_password(password)?;
+                (password.to_string(), None)
+            }
+            None => {
+                let made = generate_password();
+                (made.clone(), Some(made))
+            }
+        };
+        let hash = self
             .hashing_blocking(move || password::hash_password(&password))
             .await?
             .map_err(|e| ServiceError::Internal(e.to_string()))?;
-        Ok(self
+        Ok((hash, generated))
+    }
+
+    /// Every user and token (`users:manage`).
+    pub async fn list(&self, actor: Option<&Viewer>) -> Result<Accounts, ServiceError> {
+        require(actor, Permission::UsersManage)?;
+        Ok(Accounts {
+            users: self.users.list_users(MAX_LISTED_USERS).await?,
+            tokens: self.tokens.list_tokens(MAX_LISTED_TOKENS).await?,
+        })
+    }
+
+    /// Changes a user (`users:manage`), audited in the same transaction. Refused:
+    /// disabling or demoting yourself (ask another admin: nobody locks themselves
+    /// out by a slip), and leaving no enabled admin. A disable or a password reset
+    /// ends the user's sessions; a change that changes nothing writes nothing.
+    pub async fn change_user(
+        &self,
+        actor: Option<&Viewer>,
+        user_id: &str,
+        change: AccountChange,
+    ) -> Result<WithPassword, ServiceError> {
+        let viewer = require(actor, Permission::UsersManage)?;
+        let Some(current) = self.users.user_by_id(user_id).await? else {
+            return Err(ServiceError::NotFound(format!("user {user_id}")));
+        };
+        let takes_yourself_out = matches!(
+            change,
+            AccountChange::Disable | AccountChange::Role(Role::Reader | Role::Operator)
+        );
+        if takes_yourself_out && current.username == viewer.name {
+            return Err(ServiceError::Conflict(
+                "you cannot disable or demote your own account; another admin can".into(),
+            ));
+        }
+        let action = change.action();
+        let (store_change, generated_password, subject) = match change {
+            AccountChange::Role(role) => (
+                UserChange::Role(role),
+                None,
+                format!("user {} → {}", current.username, role.as_str()),
+            ),
+            AccountChange::Disable => (
+                UserChange::Disabled(true),
+                None,
+                format!("user {}", current.username),
+            ),
+            AccountChange::Enable => (
+                UserChange::Disabled(false),
+                None,
+                format!("user {}", current.username),
+            ),
+            AccountChange::ResetPassword(given) => {
+                let (hash, generated) = self.password_hash(given.as_deref()).await?;
+                (
+                    UserChange::Password(hash),
+                    generated,
+                    format!("user {}", current.username),
+                )
+            }
+        };
+        let audit = NewAuditEntry {
+            subject,
+            action: action.into(),
+            actor: viewer.name.clone(),
+            from_status: String::new(),
+            acknowledged_duplicate_risk: false,
+            affected: 1,
+        };
+        match self
             .users
-            .create_user(NewUser {
-                username,
-                password_hash,
-                role,
-            })
-            .await?)
+            .change_user(user_id, &store_change, &audit)
+            .await?
+        {
+            Ok((_, user)) => Ok(WithPassword {
+                user,
+                generated_password,
+            }),
+            Err(UserChangeRefusal::NotFound) => {
+                Err(ServiceError::NotFound(format!("user {user_id}")))
+            }
+            Err(UserChangeRefusal::LastAdmin) => Err(ServiceError::Conflict(format!(
+                "{} is the last enabled admin: make another user admin first",
+                current.username
+            ))),
+        }
+    }
+
+    /// Revokes a token (`users:manage`), audited in the same transaction; a
+    /// revoked token authenticates nothing from the next request on.
+    pub async fn revoke_token(
+        &self,
+        actor: Option<&Viewer>,
+        token_id: &str,
+    ) -> Result<ApiToken, ServiceError> {
+        let viewer = require(actor, Permission::UsersManage)?;
+        let audit = NewAuditEntry {
+            subject: "token".into(),
+            action: "revoke_token".into(),
+            actor: viewer.name.clone(),
+            from_status: "active".into(),
+            acknowledged_duplicate_risk: false,
+            affected: 1,
+        };
+        self.tokens
+            .revoke_token(token_id, &audit)
+            .await?
+            .ok_or_else(|| ServiceError::NotFound(format!("token {token_id}")))
     }
 
     pub async fn user_count(&self) -> Result<i64, ServiceError> {
@@ -137,7 +308,9 @@ impl AccountService {
             }
         };
         match user {
-            Some(user) if ok => {
+            // A disabled user is refused like a wrong password: the answer never
+            // says which, and the hash was checked either way (same timing).
+            Some(user) if ok && !user.is_disabled() => {
                 self.throttle.succeeded(&attempt);
                 tracing::info!(user = %user.username, "signed in");
                 Ok(user)
@@ -161,12 +334,23 @@ impl AccountService {
         })
     }
 
-    /// The viewer behind a session's user id, if that user still exists.
-    pub async fn viewer_for_user(&self, user_id: &str) -> Result<Option<Viewer>, ServiceError> {
-        Ok(self.users.user_by_id(user_id).await?.map(|user| Viewer {
-            name: user.username,
-            role: user.role,
-        }))
+    /// The viewer behind a session's user id, if that user still exists, is
+    /// enabled, and the session began in its current epoch (a password reset or a
+    /// disable since ends it).
+    pub async fn viewer_for_user(
+        &self,
+        user_id: &str,
+        session_epoch: i64,
+    ) -> Result<Option<Viewer>, ServiceError> {
+        Ok(self
+            .users
+            .user_by_id(user_id)
+            .await?
+            .filter(|user| !user.is_disabled() && user.session_epoch == session_epoch)
+            .map(|user| Viewer {
+                name: user.username,
+                role: user.role,
+            }))
     }
 
     /// The viewer behind an API token secret.
@@ -195,16 +379,41 @@ impl AccountService {
             return Err(ServiceError::invalid("name", "must be 1 to 128 characters"));
         }
         let secret = token::generate_secret();
-        let created = self
+        // The store completes the subject with the token's name and id.
+        let audit = NewAuditEntry {
+            subject: format!("{} token", role.as_str()),
+            action: "create_token".into(),
+            actor: actor_name(actor),
+            from_status: "new".into(),
+            acknowledged_duplicate_risk: false,
+            affected: 1,
+        };
+        let token = self
             .tokens
-            .create_token(name, role, &token::hash_secret(&secret))
+            .create_token(name, role, &token::hash_secret(&secret), &audit)
             .await?;
-        Ok(CreatedToken {
-            name: created.name,
-            role: created.role,
-            secret,
-        })
+        Ok(CreatedToken { token, secret })
     }
+}
+
+fn actor_name(actor: Option<&Viewer>) -> String {
+    actor.map_or_else(|| LOCAL_ACTOR.to_string(), |viewer| viewer.name.clone())
+}
+
+fn check_password(password: &str) -> Result<(), ServiceError> {
+    if password.chars().count() < MIN_PASSWORD_LEN {
+        return Err(ServiceError::invalid(
+            "password",
+            format!("must be at least {MIN_PASSWORD_LEN} characters"),
+        ));
+    }
+    if password.len() > MAX_PASSWORD_LEN {
+        return Err(ServiceError::invalid(
+            "password",
+            format!("must be at most {MAX_PASSWORD_LEN} bytes"),
+        ));
+    }
+    Ok(())
 }
 
 fn validate_username(username: &str) -> Result<String, ServiceError> {

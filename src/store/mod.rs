@@ -32,4 +32,6 @@ pub use fault::StoreFault;
 pub use group_commit::{GroupCommitter, GroupLimits, UnitFuture};
 pub use ports::{Record, StatusCount};
 pub use sql::{SqlStore, StoreOptions};
+pub use tokens::MAX_LISTED_TOKENS;
 pub use units::WriteUnits;
+pub use users::MAX_LISTED_USERS;

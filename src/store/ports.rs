@@ -14,6 +14,35 @@ pub struct User {
     pub password_hash: String,
     pub role: Role,
     pub created_at_ms: i64,
+    /// When an admin disabled the user: it cannot sign in, and its sessions end.
+    pub disabled_at_ms: Option<i64>,
+    /// Sessions begun in an older epoch are over (a password reset or a disable
+    /// moves it on).
+    pub session_epoch: i64,
+}
+
+impl User {
+    pub fn is_disabled(&self) -> bool {
+        self.disabled_at_ms.is_some()
+    }
+}
+
+/// What an admin changes of a user (each audited in its own transaction).
+#[derive(Clone, Debug)]
+pub enum UserChange {
+    Role(Role),
+    /// Disabled (`true`) or enabled again; a disable ends the user's sessions.
+    Disabled(bool),
+    /// A new password's hash; the user's sessions end.
+    Password(String),
+}
+
+/// Why a user change was not made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UserChangeRefusal {
+    NotFound,
+    /// It would leave no enabled admin, and nobody could manage users again.
+    LastAdmin,
 }
 
 #[derive(Clone, Debug)]
@@ -29,6 +58,8 @@ pub struct ApiToken {
     pub name: String,
     pub role: Role,
     pub created_at_ms: i64,
+    /// A revoked token stays listed but authenticates nothing.
+    pub revoked_at_ms: Option<i64>,
 }
 
 #[derive(Clone, Debug)]
@@ -76,22 +107,50 @@ pub struct RunFilter {
 
 #[async_trait]
 pub trait UserRepository: Send + Sync {
-    async fn create_user(&self, user: NewUser) -> Result<User, StoreError>;
+    /// Creates a user and writes `audit` in the same transaction.
+    async fn create_user(&self, user: NewUser, audit: &NewAuditEntry) -> Result<User, StoreError>;
     async fn user_by_name(&self, username: &str) -> Result<Option<User>, StoreError>;
     async fn user_by_id(&self, id: &str) -> Result<Option<User>, StoreError>;
     async fn count_users(&self) -> Result<i64, StoreError>;
+    /// Users by name, at most `limit`.
+    async fn list_users(&self, limit: u32) -> Result<Vec<User>, StoreError>;
+    /// Makes `change` to the user `id` and writes `audit` (its `from_status` set to
+    /// the user's state before) in one transaction, holding the enabled admins'
+    /// rows, so two admins demoting each other at once cannot leave none.
+    /// Answers the user before and after.
+    async fn change_user(
+        &self,
+        id: &str,
+        change: &UserChange,
+        audit: &NewAuditEntry,
+    ) -> Result<Result<(User, User), UserChangeRefusal>, StoreError>;
 }
 
 #[async_trait]
 pub trait TokenRepository: Send + Sync {
     /// Stores a token by the hash of its secret; the secret itself is never stored.
+    /// Writes `audit` in the same transaction, its subject followed by the
+    /// token's name and id.
     async fn create_token(
         &self,
         name: &str,
         role: Role,
         secret_hash: &str,
+        audit: &NewAuditEntry,
     ) -> Result<ApiToken, StoreError>;
+    /// The token with this secret's hash, unless it was revoked.
     async fn token_by_hash(&self, secret_hash: &str) -> Result<Option<ApiToken>, StoreError>;
+    /// Tokens newest first, revoked ones included, at most `limit`.
+    async fn list_tokens(&self, limit: u32) -> Result<Vec<ApiToken>, StoreError>;
+    /// Revokes the token `id` and writes `audit` (its subject followed by the
+    /// token's name and id) in one transaction; `None` when
+    /// there is no such token. Revoking a revoked token changes nothing and
+    /// writes no audit row.
+    async fn revoke_token(
+        &self,
+        id: &str,
+        audit: &NewAuditEntry,
+    ) -> Result<Option<ApiToken>, StoreError>;
 }
 
 /// What an idempotency key holds: the request it was first sent with and, once

@@ -94,3 +94,21 @@ pub async fn finish_routed_run(
     assert_eq!(done.status(), reqwest::StatusCode::OK, "finishing run {id}");
     id
 }
+
+/// What operators did to deliveries (retries, bulk retries, breaker closes) in
+/// an audit page's JSON, newest first: the trail also holds the users and tokens
+/// a test made, which are audited too.
+pub fn delivery_actions(trail: &serde_json::Value) -> Vec<serde_json::Value> {
+    trail["entries"]
+        .as_array()
+        .expect("an audit page")
+        .iter()
+        .filter(|entry| {
+            matches!(
+                entry["action"].as_str(),
+                Some("retry" | "bulk_retry" | "close_breaker")
+            )
+        })
+        .cloned()
+        .collect()
+}

@@ -77,7 +77,7 @@ impl TestServer {
         .unwrap();
         let store = herald::server::open_store(&settings).await.unwrap();
         herald::server::account_service(&store, &settings)
-            .add_user(None, name, password, role)
+            .add_user(None, name, Some(password), role)
             .await
             .unwrap();
         store.close().await;

@@ -4,6 +4,7 @@
 //! [`approvals`], the `ApprovalsPort`), whose service layer checks permissions. A refusal comes back as a [`Failure`] with its HTTP status, which
 //! the server function's response also carries.
 
+pub mod accounts;
 pub mod approvals;
 
 use leptos::prelude::*;

@@ -7,9 +7,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEntry {
     pub id: String,
-    /// The delivery, or for a bulk retry the filter it covered.
+    /// The delivery; for a bulk retry the filter it covered; for a breaker close
+    /// its destination; for an account change the user or token.
     pub event_id: String,
-    /// `retry` or `bulk_retry`.
+    /// `retry`, `bulk_retry`, `close_breaker`, or an account change: `add_user`,
+    /// `change_role`, `disable_user`, `enable_user`, `reset_password`,
+    /// `create_token`, `revoke_token`.
     pub action: String,
     pub actor: String,
     pub from_status: String,

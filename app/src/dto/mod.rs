@@ -1,8 +1,9 @@
 //! Types shared by the server and the browser: the vocabulary (roles, permissions,
 //! the signed-in viewer, run and delivery states — defined in the `vocab` crate and
 //! re-exported here) and the views the console shows, by family (runs, deliveries,
-//! approvals, audit, breakers, configuration notices).
+//! approvals, audit, breakers, configuration notices, users and tokens).
 
+pub mod accounts;
 pub mod approvals;
 pub mod audit;
 pub mod breakers;
@@ -13,6 +14,7 @@ pub mod search;
 
 pub use vocab::{DeliveryFilter, DeliveryStatus, Permission, Role, RunStatus, Viewer};
 
+pub use accounts::{AccountOutcome, AccountsView, TokenRow, UserRow, USER_ACTIONS};
 pub use approvals::{
     ApprovalDetailView, ApprovalEventRow, ApprovalRow, FailedReplayRow, ReplayShelfView,
     TimelineEntry,

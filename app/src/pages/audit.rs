@@ -1,7 +1,8 @@
 //! The audit page: who retried which delivery (or, in bulk, how many matching which
-//! filter), when, from which state, and whether
-//! they acknowledged the duplicate risk. Operators and admins; the server refuses
-//! readers, and the page shows that refusal as a designed 403.
+//! filter), when, from which state, and whether they acknowledged the duplicate
+//! risk; who closed a breaker; who changed which user or token. Operators and
+//! admins; the server refuses readers, and the page shows that refusal as a
+//! designed 403.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -26,7 +27,7 @@ pub fn AuditPage() -> impl IntoView {
             <div class="page-head">
                 <div>
                     <h1>"Audit"</h1>
-                    <p class="muted">"Every manual retry and breaker close: who, when, from which state, and whether the duplicate risk was acknowledged."</p>
+                    <p class="muted">"Every manual retry, breaker close and change to users and tokens: who, when, from which state, and whether the duplicate risk was acknowledged."</p>
                 </div>
             </div>
             <Transition fallback=|| view! { <div class="panel state">"Loading the audit trail…"</div> }>
@@ -48,8 +49,8 @@ fn AuditTable(page: Page) -> impl IntoView {
         return view! {
             <StoresUnavailable unavailable />
             <div class="panel state" data-testid="audit-empty">
-                <h2>"No retries yet"</h2>
-                <p class="muted">"Manual retries appear here as operators make them."</p>
+                <h2>"Nothing audited yet"</h2>
+                <p class="muted">"Manual retries, breaker closes and changes to users and tokens appear here as they are made."</p>
             </div>
         }
         .into_any();
@@ -66,7 +67,7 @@ fn AuditTable(page: Page) -> impl IntoView {
                         <th>"When"</th>
                         <th>"Who"</th>
                         <th>"Action"</th>
-                        <th>"Delivery or filter"</th>
+                        <th>"Subject"</th>
                         <th>"Count"</th>
                         <th>"From state"</th>
                         <th>"Duplicate risk"</th>

@@ -9,6 +9,7 @@ mod not_found;
 mod run;
 mod runs;
 mod search;
+mod users;
 
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Title};
@@ -57,6 +58,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/deliveries") view=deliveries::DeliveriesPage ssr=SsrMode::Async />
                 <Route path=path!("/approvals") view=approvals::ApprovalsPage />
                 <Route path=path!("/search") view=search::SearchPage ssr=SsrMode::Async />
+                <Route path=path!("/users") view=users::UsersPage ssr=SsrMode::Async />
             </Routes>
         </Router>
     }

@@ -1,8 +1,11 @@
 //! Accounts on SQLite, PostgreSQL and MariaDB: users unique by name, tokens found
 //! only by the hash of their secret, sessions that upsert, expire and delete.
 
-use herald::store::ports::{NewUser, SessionRepository, TokenRepository, UserRepository};
-use herald::store::StoreError;
+use herald::store::ports::{
+    DeliveryReads, NewAuditEntry, NewUser, SessionRepository, TokenRepository, UserChange,
+    UserChangeRefusal, UserRepository,
+};
+use herald::store::{SqlStore, StoreError};
 use testkit::TestDb;
 use vocab::Role;
 
@@ -10,26 +13,75 @@ testkit::contract_tests!(
     users_are_unique_by_name,
     tokens_are_found_only_by_their_hash,
     sessions_upsert_expire_and_delete,
+    user_changes_are_audited_in_their_transaction,
+    the_last_enabled_admin_cannot_be_taken_out,
+    admins_demoting_each_other_at_once_leave_one,
+    revoked_tokens_authenticate_nothing_and_stay_listed,
 );
+
+fn audit(subject: &str, action: &str) -> NewAuditEntry {
+    NewAuditEntry {
+        subject: subject.into(),
+        action: action.into(),
+        actor: "test-admin".into(),
+        from_status: "new".into(),
+        acknowledged_duplicate_risk: false,
+        affected: 1,
+    }
+}
+
+async fn add(store: &SqlStore, name: &str, role: Role) -> herald::store::ports::User {
+    store
+        .create_user(
+            NewUser {
+                username: name.into(),
+                password_hash: format!("hash-of-{name}"),
+                role,
+            },
+            &audit(&format!("user {name}"), "add_user"),
+        )
+        .await
+        .unwrap()
+}
+
+/// The audit rows of `action`, oldest first, as (subject, from_status).
+async fn audited(store: &SqlStore, action: &str) -> Vec<(String, String)> {
+    let mut rows: Vec<_> = store
+        .audit(None, 500)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|row| row.action == action)
+        .map(|row| (row.event_id, row.from_status))
+        .collect();
+    rows.reverse();
+    rows
+}
 
 async fn users_are_unique_by_name(db: &TestDb) {
     let store = db.store().await;
     assert_eq!(store.count_users().await.unwrap(), 0);
     let user = store
-        .create_user(NewUser {
-            username: "ada".into(),
-            password_hash: "h1".into(),
-            role: Role::Operator,
-        })
+        .create_user(
+            NewUser {
+                username: "ada".into(),
+                password_hash: "h1".into(),
+                role: Role::Operator,
+            },
+            &audit("user ada", "add_user"),
+        )
         .await
         .unwrap();
     assert_eq!(user.role, Role::Operator);
     let again = store
-        .create_user(NewUser {
-            username: "ada".into(),
-            password_hash: "h2".into(),
-            role: Role::Reader,
-        })
+        .create_user(
+            NewUser {
+                username: "ada".into(),
+                password_hash: "h2".into(),
+                role: Role::Reader,
+            },
+            &audit("user ada", "add_user"),
+        )
         .await;
     assert!(
         matches!(again, Err(StoreError::AlreadyExists(_))),
@@ -44,13 +96,23 @@ async fn users_are_unique_by_name(db: &TestDb) {
         "names are exact"
     );
     assert_eq!(store.count_users().await.unwrap(), 1);
+    assert_eq!(
+        audited(&store, "add_user").await,
+        vec![("user ada".to_string(), "new".to_string())],
+        "the refused twin wrote no audit row"
+    );
     store.close().await;
 }
 
 async fn tokens_are_found_only_by_their_hash(db: &TestDb) {
     let store = db.store().await;
     let token = store
-        .create_token("ci", Role::Reader, "abc123")
+        .create_token(
+            "ci",
+            Role::Reader,
+            "abc123",
+            &audit("reader token", "create_token"),
+        )
         .await
         .unwrap();
     assert_eq!(token.name, "ci");
@@ -94,6 +156,258 @@ async fn sessions_upsert_expire_and_delete(db: &TestDb) {
         store.load_session("s1").await.unwrap(),
         None,
         "a deleted session stays deleted"
+    );
+    store.close().await;
+}
+
+async fn user_changes_are_audited_in_their_transaction(db: &TestDb) {
+    let store = db.store().await;
+    let _admin = add(&store, "root", Role::Admin).await;
+    let ada = add(&store, "ada", Role::Operator).await;
+    assert_eq!((ada.session_epoch, ada.disabled_at_ms), (0, None));
+
+    let (before, after) = store
+        .change_user(
+            &ada.id,
+            &UserChange::Role(Role::Reader),
+            &audit("user ada → reader", "change_role"),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((before.role, after.role), (Role::Operator, Role::Reader));
+    assert_eq!(after.session_epoch, 0, "a role change keeps the sessions");
+    assert_eq!(
+        audited(&store, "change_role").await,
+        vec![("user ada → reader".to_string(), "operator".to_string())]
+    );
+
+    let (_, disabled) = store
+        .change_user(
+            &ada.id,
+            &UserChange::Disabled(true),
+            &audit("user ada", "disable_user"),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(disabled.is_disabled());
+    assert_eq!(disabled.session_epoch, 1, "a disable ends the sessions");
+    // Disabling again changes nothing and writes no second row.
+    let (_, again) = store
+        .change_user(
+            &ada.id,
+            &UserChange::Disabled(true),
+            &audit("user ada", "disable_user"),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.session_epoch, 1);
+    assert_eq!(
+        audited(&store, "disable_user").await,
+        vec![("user ada".to_string(), "enabled".to_string())]
+    );
+
+    let (_, enabled) = store
+        .change_user(
+            &ada.id,
+            &UserChange::Disabled(false),
+            &audit("user ada", "enable_user"),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!enabled.is_disabled());
+    assert_eq!(enabled.session_epoch, 1, "enabling revives no old session");
+
+    let (_, reset) = store
+        .change_user(
+            &ada.id,
+            &UserChange::Password("new-hash".into()),
+            &audit("user ada", "reset_password"),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reset.password_hash, "new-hash");
+    assert_eq!(reset.session_epoch, 2);
+    assert_eq!(
+        audited(&store, "reset_password").await,
+        vec![("user ada".to_string(), "enabled".to_string())]
+    );
+    assert_eq!(
+        store
+            .change_user(
+                "no-such-user",
+                &UserChange::Disabled(true),
+                &audit("user x", "disable_user")
+            )
+            .await
+            .unwrap()
+            .unwrap_err(),
+        UserChangeRefusal::NotFound
+    );
+    let names: Vec<String> = store
+        .list_users(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|u| u.username)
+        .collect();
+    assert_eq!(names, ["ada", "root"]);
+    store.close().await;
+}
+
+async fn the_last_enabled_admin_cannot_be_taken_out(db: &TestDb) {
+    let store = db.store().await;
+    let root = add(&store, "root", Role::Admin).await;
+    for change in [UserChange::Role(Role::Operator), UserChange::Disabled(true)] {
+        let refused = store
+            .change_user(&root.id, &change, &audit("user root", "change"))
+            .await
+            .unwrap();
+        assert_eq!(refused.unwrap_err(), UserChangeRefusal::LastAdmin);
+    }
+    // A disabled admin does not count: with only one enabled, it is still the last.
+    let spare = add(&store, "spare", Role::Admin).await;
+    store
+        .change_user(
+            &spare.id,
+            &UserChange::Disabled(true),
+            &audit("user spare", "disable_user"),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let refused = store
+        .change_user(
+            &root.id,
+            &UserChange::Role(Role::Reader),
+            &audit("user root", "change_role"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused.unwrap_err(), UserChangeRefusal::LastAdmin);
+    // Its password can still be reset.
+    assert!(store
+        .change_user(
+            &root.id,
+            &UserChange::Password("h".into()),
+            &audit("user root", "reset_password")
+        )
+        .await
+        .unwrap()
+        .is_ok());
+    assert!(
+        audited(&store, "change").await.is_empty(),
+        "refusals write no audit row"
+    );
+    store.close().await;
+}
+
+/// Two admins, each demoting the other at the same moment, many times over: the
+/// store serialises them on the admins' rows, so one always stays.
+async fn admins_demoting_each_other_at_once_leave_one(db: &TestDb) {
+    let store = std::sync::Arc::new(db.store().await);
+    for round in 0..8 {
+        let a = add(&store, &format!("a{round}"), Role::Admin).await;
+        let b = add(&store, &format!("b{round}"), Role::Admin).await;
+        // Only these two are enabled admins this round.
+        let others: Vec<_> = store
+            .list_users(100)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|u| u.role == Role::Admin && !u.is_disabled() && u.id != a.id && u.id != b.id)
+            .collect();
+        for other in others {
+            store
+                .change_user(
+                    &other.id,
+                    &UserChange::Disabled(true),
+                    &audit("user", "disable_user"),
+                )
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        let demote = |id: String| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .change_user(
+                        &id,
+                        &UserChange::Role(Role::Operator),
+                        &audit("user", "change_role"),
+                    )
+                    .await
+                    .unwrap()
+                    .map(|_| ())
+            })
+        };
+        let (first, second) = tokio::join!(demote(a.id.clone()), demote(b.id.clone()));
+        let outcomes = [first.unwrap(), second.unwrap()];
+        assert_eq!(
+            outcomes.iter().filter(|o| o.is_ok()).count(),
+            1,
+            "round {round}: {outcomes:?}"
+        );
+        assert!(outcomes.contains(&Err(UserChangeRefusal::LastAdmin)));
+        let enabled_admins = store
+            .list_users(100)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|u| u.role == Role::Admin && !u.is_disabled())
+            .count();
+        assert_eq!(enabled_admins, 1, "round {round}");
+    }
+    store.close().await;
+}
+
+async fn revoked_tokens_authenticate_nothing_and_stay_listed(db: &TestDb) {
+    let store = db.store().await;
+    let token = store
+        .create_token(
+            "deploy",
+            Role::Operator,
+            "hash-1",
+            &audit("operator token", "create_token"),
+        )
+        .await
+        .unwrap();
+    assert!(store.token_by_hash("hash-1").await.unwrap().is_some());
+    let revoked = store
+        .revoke_token(&token.id, &audit("token", "revoke_token"))
+        .await
+        .unwrap()
+        .expect("found");
+    assert!(revoked.revoked_at_ms.is_some());
+    assert!(store.token_by_hash("hash-1").await.unwrap().is_none());
+    // Revoking again changes nothing and writes no second row.
+    store
+        .revoke_token(&token.id, &audit("token", "revoke_token"))
+        .await
+        .unwrap();
+    assert!(store
+        .revoke_token("no-such-token", &audit("token", "revoke_token"))
+        .await
+        .unwrap()
+        .is_none());
+    let listed = store.list_tokens(10).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].revoked_at_ms.is_some());
+    assert_eq!(
+        audited(&store, "create_token").await,
+        vec![(
+            format!("operator token deploy ({})", token.id),
+            "new".to_string()
+        )]
+    );
+    assert_eq!(
+        audited(&store, "revoke_token").await,
+        vec![(format!("token deploy ({})", token.id), "new".to_string())]
     );
     store.close().await;
 }

@@ -17,3 +17,4 @@ mod runs;
 mod sign_in_abuse;
 mod store_outages;
 mod two_stores;
+mod users;
