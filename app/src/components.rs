@@ -181,6 +181,7 @@ pub fn TopBar() -> impl IntoView {
                     })}
                 </Suspense>
                 <A href="/approvals">"Approvals"</A>
+                <A href="/records">"Records"</A>
                 // Offered only to admins (users:manage).
                 <Suspense fallback=|| ()>
                     {move || Suspend::new(async move {

@@ -1,13 +1,14 @@
 //! The ports the server implements for the console's server functions: one for
 //! runs, deliveries, audit and breakers, one for the Approvals page, one for the
-//! Users page.
+//! Users page, one for the Records page.
 
 use async_trait::async_trait;
 
 use crate::dto::{
     AccountOutcome, AccountsView, ApprovalDetailView, ApprovalRow, AuditPage, BreakerClosed,
     BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage, DeliveryQuery, DeliveryView,
-    FailureGroups, ReplayShelfView, RetryCommand, RunPage, RunQuery, RunView, SearchAnswer, Viewer,
+    FailureGroups, RecordDetail, RecordsPage, ReplayShelfView, RetryCommand, RunPage, RunQuery,
+    RunView, SearchAnswer, Viewer,
 };
 
 /// A failure the console can show: an HTTP-like status and a human message.
@@ -155,4 +156,24 @@ pub trait AccountsPort: Send + Sync + 'static {
         viewer: Option<&Viewer>,
         token_id: String,
     ) -> Result<AccountOutcome, ConsoleError>;
+}
+
+/// What the Records page needs from the server (`records:read`).
+#[async_trait]
+pub trait RecordsPort: Send + Sync + 'static {
+    /// A page of `object`'s records (the first object approvals act on when
+    /// `None`), newest first, before the `before` cursor.
+    async fn records(
+        &self,
+        viewer: Option<&Viewer>,
+        object: Option<String>,
+        before: Option<String>,
+    ) -> Result<RecordsPage, ConsoleError>;
+    /// One record of `object` with its approvals.
+    async fn record(
+        &self,
+        viewer: Option<&Viewer>,
+        object: String,
+        id: String,
+    ) -> Result<RecordDetail, ConsoleError>;
 }

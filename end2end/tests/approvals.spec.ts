@@ -134,7 +134,9 @@ test("a reader sees approvals but no buttons", async ({ page, playwright, baseUR
   await signIn(page, "reader", "/approvals");
   const row = page.locator(`[data-testid=approval-row][data-approval-id="${approval.id}"]`);
   await expect(row).toBeVisible();
-  await row.locator("a").click();
+  // The target links to its record (the Records page).
+  await expect(row.getByTestId("approval-target")).toHaveAttribute("href", /^\/records\?object=Opportunity&id=/);
+  await row.locator(`a[href="/approvals?id=${approval.id}"]`).click();
   const detail = page.getByTestId("approval-detail");
   await expect(detail).toHaveAttribute("data-approval-id", approval.id);
   await expect(detail).toContainText("pending");

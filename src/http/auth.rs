@@ -26,6 +26,7 @@ const GUARDED_PAGES: &[&str] = &[
     "/approvals",
     "/search",
     "/users",
+    "/records",
 ];
 
 fn is_guarded_page(path: &str) -> bool {

@@ -35,7 +35,7 @@ use app::port::ConsolePort;
 use app::{shell, App};
 
 use crate::auth::session_store::DbSessionStore;
-use console::{AccountsConsole, ApprovalsConsole, Console};
+use console::{AccountsConsole, ApprovalsConsole, Console, RecordsConsole};
 
 pub use error::ApiError;
 pub use state::AppState;
@@ -58,6 +58,10 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
     });
     let accounts_console: Arc<dyn app::port::AccountsPort> = Arc::new(AccountsConsole {
         accounts: state.accounts.clone(),
+    });
+    let records_console: Arc<dyn app::port::RecordsPort> = Arc::new(RecordsConsole {
+        records: state.records.clone(),
+        approvals: state.approvals.clone(),
     });
     let leptos_options = state.leptos.clone();
     let not_found = not_found_page(console.clone(), leptos_options.clone());
@@ -107,6 +111,7 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
                 provide_context(console.clone());
                 provide_context(approvals_console.clone());
                 provide_context(accounts_console.clone());
+                provide_context(records_console.clone());
             },
             move || shell(leptos_options.clone()),
         )

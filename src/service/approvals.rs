@@ -320,9 +320,29 @@ impl ApprovalService {
         viewer: Option<&Viewer>,
         run_id: &str,
     ) -> Result<Vec<ApprovalDetail>, ServiceError> {
+        self.of_target(viewer, RUN_OBJECT, run_id).await
+    }
+
+    /// A record's approvals, newest first, with their nodes, work items and
+    /// events (its field updates among them): the Records page's history.
+    pub async fn of_record(
+        &self,
+        viewer: Option<&Viewer>,
+        object: &str,
+        record_id: &str,
+    ) -> Result<Vec<ApprovalDetail>, ServiceError> {
+        self.of_target(viewer, object, record_id).await
+    }
+
+    async fn of_target(
+        &self,
+        viewer: Option<&Viewer>,
+        object: &str,
+        id: &str,
+    ) -> Result<Vec<ApprovalDetail>, ServiceError> {
         require(viewer, Permission::RecordsRead)?;
         let mut details = Vec::new();
-        for instance in self.store.instances_of(RUN_OBJECT, run_id).await? {
+        for instance in self.store.instances_of(object, id).await? {
             details.push(self.get(viewer, &instance.id).await?);
         }
         Ok(details)

@@ -202,6 +202,20 @@ impl RecordService {
         Ok(records.into_iter().map(view).collect())
     }
 
+    /// A page of an object's records, newest first, before the `before` cursor
+    /// (the console's Records page).
+    pub async fn recent(
+        &self,
+        viewer: Option<&Viewer>,
+        object: &str,
+        before: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<RecordView>, ServiceError> {
+        Self::require_read(viewer, object)?;
+        let records = self.store.recent_records(object, before, limit).await?;
+        Ok(records.into_iter().map(view).collect())
+    }
+
     /// Merges `input.fields` into the record (a `null` value stores null).
     pub async fn update(
         &self,

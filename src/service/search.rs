@@ -87,8 +87,10 @@ fn found(m: IdMatch) -> Found {
             format!("of {} {}", m.owner_type, m.owner_id),
             Some(format!("/approvals?id={}", m.id)),
         ),
-        // No page shows a record yet (issue 23, item 7).
-        IdKind::Record => (format!("a record of {}", m.owner_type), None),
+        IdKind::Record => (
+            format!("a record of {}", m.owner_type),
+            Some(format!("/records?object={}&id={}", m.owner_type, m.id)),
+        ),
     };
     Found {
         kind: m.kind,

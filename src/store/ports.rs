@@ -801,6 +801,13 @@ pub trait RecordRepository: Transactions {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<Record>, StoreError>;
+    /// Records of one object, newest first, before `before` (the console's pages).
+    async fn recent_records(
+        &self,
+        object: &str,
+        before: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Record>, StoreError>;
     /// Writes a locked record's fields inside `tx`, guarded on the version read
     /// under the lock; returns the record as written.
     async fn write_record_fields(

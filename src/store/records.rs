@@ -56,6 +56,35 @@ impl SqlStore {
     }
 }
 
+impl SqlStore {
+    /// One keyset page of an object's records: ids after `cursor` oldest first,
+    /// or (`newest_first`) before it, newest first, `""` meaning from the end.
+    async fn records_page(
+        &self,
+        object: &str,
+        cursor: &str,
+        newest_first: bool,
+        limit: u32,
+    ) -> Result<Vec<Record>, StoreError> {
+        let (bound, order) = match (newest_first, cursor.is_empty()) {
+            (false, _) => ("AND id > ?", "id"),
+            (true, true) => ("", "id DESC"),
+            (true, false) => ("AND id < ?", "id DESC"),
+        };
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM records WHERE object = ? {bound} ORDER BY {order} LIMIT {}",
+            limit.clamp(1, 500)
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql).bind(object);
+        if !bound.is_empty() {
+            query = query.bind(cursor);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter().map(record_from_row).collect()
+    }
+}
+
 #[async_trait]
 impl RecordRepository for SqlStore {
     async fn create_record(
@@ -106,16 +135,18 @@ impl RecordRepository for SqlStore {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<Record>, StoreError> {
-        let sql = format!(
-            "SELECT {RECORD_COLUMNS} FROM records WHERE object = ? AND id > ? ORDER BY id LIMIT {}",
-            limit.clamp(1, 500)
-        );
-        let rows = sqlx::query(&self.engine.sql(&sql))
-            .bind(object)
-            .bind(after.unwrap_or(""))
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(record_from_row).collect()
+        self.records_page(object, after.unwrap_or(""), false, limit)
+            .await
+    }
+
+    async fn recent_records(
+        &self,
+        object: &str,
+        before: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Record>, StoreError> {
+        self.records_page(object, before.unwrap_or(""), true, limit)
+            .await
     }
 
     async fn write_record_fields(

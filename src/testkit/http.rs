@@ -112,3 +112,21 @@ pub fn delivery_actions(trail: &serde_json::Value) -> Vec<serde_json::Value> {
         .cloned()
         .collect()
 }
+
+/// Calls the console's server function `endpoint` (under `/console-api/`) as
+/// `browser`, with form arguments: its status and JSON answer (`null` when none).
+pub async fn call_server_fn(
+    server: &TestServer,
+    browser: &reqwest::Client,
+    endpoint: &str,
+    args: &[(&str, &str)],
+) -> (reqwest::StatusCode, serde_json::Value) {
+    let resp = browser
+        .post(server.url(&format!("/console-api/{endpoint}")))
+        .form(args)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    (status, resp.json().await.unwrap_or(serde_json::Value::Null))
+}

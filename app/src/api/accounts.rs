@@ -25,6 +25,7 @@ mod server {
 }
 
 /// An empty text field is no value.
+#[cfg(feature = "ssr")]
 fn given(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.is_empty())
 }

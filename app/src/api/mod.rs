@@ -6,6 +6,7 @@
 
 pub mod accounts;
 pub mod approvals;
+pub mod records;
 
 use leptos::prelude::*;
 use leptos::server_fn::codec::{Json, JsonEncoding};

@@ -1,7 +1,7 @@
 //! Types shared by the server and the browser: the vocabulary (roles, permissions,
 //! the signed-in viewer, run and delivery states — defined in the `vocab` crate and
 //! re-exported here) and the views the console shows, by family (runs, deliveries,
-//! approvals, audit, breakers, configuration notices, users and tokens).
+//! approvals, audit, breakers, configuration notices, users and tokens, records).
 
 pub mod accounts;
 pub mod approvals;
@@ -9,6 +9,7 @@ pub mod audit;
 pub mod breakers;
 pub mod deliveries;
 pub mod notices;
+pub mod records;
 pub mod runs;
 pub mod search;
 
@@ -26,5 +27,6 @@ pub use deliveries::{
     DeliveryQuery, DeliveryView, FailureGroup, FailureGroups, RetryCommand, NO_DESTINATION,
 };
 pub use notices::ConfigNotice;
+pub use records::{RecordDetail, RecordField, RecordRow, RecordsPage, RECORDS_PAGE};
 pub use runs::{format_count, RunFacts, RunPage, RunQuery, RunSummary, RunView, STATUS_COUNT_CAP};
 pub use search::{Found, SearchAnswer};

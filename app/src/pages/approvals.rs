@@ -13,6 +13,7 @@ use crate::api::approvals::{
 };
 use crate::components::{CapabilityNotice, LongId, ScrollingTable, TopBar};
 use crate::dto::{ApprovalDetailView, ApprovalRow, ReplayShelfView};
+use crate::format::{encode, short_id};
 
 #[component]
 pub fn ApprovalsPage() -> impl IntoView {
@@ -129,7 +130,7 @@ fn ApprovalsTable(rows: Vec<ApprovalRow>) -> impl IntoView {
                             let href = format!("/approvals?id={}", row.id);
                             view! {
                                 <tr data-testid="approval-row" data-approval-id=row.id.clone()>
-                                    <td class="mono"><a href=href>{short(&row.id)}</a></td>
+                                    <td class="mono"><a href=href>{short_id(&row.id)}</a></td>
                                     <td>{target(&row)}</td>
                                     <td>{format!("{} v{}", row.definition_id, row.definition_version)}</td>
                                     <td>{badge(&row.status)}</td>
@@ -150,11 +151,13 @@ fn ApprovalsTable(rows: Vec<ApprovalRow>) -> impl IntoView {
 fn target(row: &ApprovalRow) -> AnyView {
     match row.run_id() {
         Some(run) => view! {
-            <a class="inline-link" href=format!("/runs/{run}") data-testid="approval-target">{format!("Run {}", short(run))}</a>
+            <a class="inline-link" href=format!("/runs/{run}") data-testid="approval-target">{format!("Run {}", short_id(run))}</a>
         }
         .into_any(),
         None => view! {
-            <span data-testid="approval-target">{format!("{} {}", row.object, short(&row.record_id))}</span>
+            <a class="inline-link" href=format!("/records?object={}&id={}", encode(&row.object), encode(&row.record_id)) data-testid="approval-target">
+                {format!("{} {}", row.object, short_id(&row.record_id))}
+            </a>
         }
         .into_any(),
     }
@@ -195,8 +198,8 @@ pub fn ApprovalCard(detail: ApprovalDetailView, act: ServerAction<ActOnApproval>
         }
     };
     view! {
-        <section class="panel" data-testid="approval-detail" data-approval-id=approval.id.clone()>
-            <h2>{format!("Approval {}", short(&approval.id))}</h2>
+        <section class="panel approval-card" data-testid="approval-detail" data-approval-id=approval.id.clone()>
+            <h2>{format!("Approval {}", short_id(&approval.id))}</h2>
             <p>
                 {target(&approval)}
                 {format!(" · {} v{} · step {} · submitted by {}",
@@ -257,7 +260,7 @@ fn Shelf(shelf: ReplayShelfView, retry: ServerAction<RetryReplay>) -> AnyView {
     };
     let can_retry = shelf.can_retry;
     view! {
-        <section class="panel" data-testid="replay-shelf">
+        <section class="panel replay-shelf" data-testid="replay-shelf">
             <h2>"Recall field-update replay"</h2>
             <p class="muted" data-testid="replay-counts">{counts}</p>
             {if !shelf.rows_visible {
@@ -278,7 +281,7 @@ fn Shelf(shelf: ReplayShelfView, retry: ServerAction<RetryReplay>) -> AnyView {
                                 view! {
                                     <tr data-testid="failed-replay">
                                         <td><LongId id=row.event_id.clone() label="event id" /></td>
-                                        <td class="mono">{short(&row.approval_id)}</td>
+                                        <td class="mono">{short_id(&row.approval_id)}</td>
                                         <td>{row.attempts}</td>
                                         <td class="muted">{row.last_error.unwrap_or_default()}</td>
                                         <td>{can_retry.then(|| view! {
@@ -297,10 +300,4 @@ fn Shelf(shelf: ReplayShelfView, retry: ServerAction<RetryReplay>) -> AnyView {
         </section>
     }
     .into_any()
-}
-
-/// The last 12 characters of an id.
-fn short(id: &str) -> String {
-    let start = id.len().saturating_sub(12);
-    format!("…{}", &id[start..])
 }

@@ -6,6 +6,7 @@ mod audit;
 mod deliveries;
 mod login;
 mod not_found;
+mod records;
 mod run;
 mod runs;
 mod search;
@@ -59,6 +60,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/approvals") view=approvals::ApprovalsPage />
                 <Route path=path!("/search") view=search::SearchPage ssr=SsrMode::Async />
                 <Route path=path!("/users") view=users::UsersPage ssr=SsrMode::Async />
+                <Route path=path!("/records") view=records::RecordsPage ssr=SsrMode::Async />
             </Routes>
         </Router>
     }

@@ -65,8 +65,9 @@ pub fn UsersPage() -> impl IntoView {
     let accounts = Resource::new(|| (), |_| list_accounts());
     let act = Action::new(|command: &Command| send(command.clone()));
     let pending = RwSignal::new(None::<Pending>);
+    // A change made is shown anew; a refusal changed nothing.
     Effect::new(move |_| {
-        if act.value().get().is_some() {
+        if act.value().with(|v| matches!(v, Some(Ok(_)))) {
             accounts.refetch();
         }
     });
@@ -188,7 +189,7 @@ fn UsersPanel(
         view! { <p class="muted" data-testid="users-empty">"No users yet."</p> }.into_any()
     } else {
         view! {
-            <ScrollingTable label="Users">
+            <ScrollingTable label="User list">
                 <table class="runs" data-testid="users-table">
                     <thead>
                         <tr>
@@ -307,6 +308,18 @@ fn AddUserForm(act: Action<Command, Result<AccountOutcome, Failure>>) -> impl In
     let username = NodeRef::<leptos::html::Input>::new();
     let role = NodeRef::<leptos::html::Select>::new();
     let password = NodeRef::<leptos::html::Input>::new();
+    // The form empties once the user it sent is added; a refusal leaves it as
+    // it was, to be corrected.
+    let sent = RwSignal::new(false);
+    Effect::new(move |_| {
+        let added = act.value().with(|v| matches!(v, Some(Ok(_))));
+        if !act.pending().get() && sent.get_untracked() {
+            sent.set(false);
+            if let (true, Some(username)) = (added, username.get_untracked()) {
+                username.set_value("");
+            }
+        }
+    });
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let (Some(username), Some(role), Some(password)) =
@@ -314,6 +327,7 @@ fn AddUserForm(act: Action<Command, Result<AccountOutcome, Failure>>) -> impl In
         else {
             return;
         };
+        sent.set(true);
         act.dispatch(Command::AddUser {
             username: username.value(),
             role: role.value(),
@@ -352,7 +366,7 @@ fn TokensPanel(
         .into_any()
     } else {
         view! {
-            <ScrollingTable label="API tokens">
+            <ScrollingTable label="Token list">
                 <table class="runs" data-testid="tokens-table">
                     <thead>
                         <tr>

@@ -43,7 +43,7 @@ fn text(value: &serde_json::Value, key: &str) -> String {
 }
 
 /// One approval as the console shows it, with what `viewer` may do to it.
-fn detail_view(detail: ApprovalDetail, viewer: Option<&Viewer>) -> ApprovalDetailView {
+pub(super) fn detail_view(detail: ApprovalDetail, viewer: Option<&Viewer>) -> ApprovalDetailView {
     let viewer = viewer.cloned().unwrap_or(Viewer {
         name: String::new(),
         role: Role::Reader,

@@ -11,6 +11,7 @@ mod export;
 mod idempotency;
 mod locked_store;
 mod memory_store;
+mod records;
 mod roles_and_sessions;
 mod run_approvals;
 mod runs;

@@ -11,7 +11,7 @@
 use herald::store::Engine;
 use reqwest::StatusCode;
 use serde_json::Value;
-use testkit::{TestDb, TestServer};
+use testkit::{call_server_fn as call, TestDb, TestServer};
 use vocab::Role;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -58,23 +58,6 @@ async fn sign_in(
     }
 }
 
-/// Calls a server function with form arguments: (status, JSON answer).
-async fn call(
-    server: &TestServer,
-    browser: &reqwest::Client,
-    endpoint: &str,
-    args: &[(&str, &str)],
-) -> (StatusCode, Value) {
-    let resp = browser
-        .post(server.url(&format!("/console-api/{endpoint}")))
-        .form(args)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
 /// Who a browser's session is now.
 async fn who(server: &TestServer, browser: &reqwest::Client) -> Value {
     let (status, viewer) = call(server, browser, "viewer", &[]).await;
@@ -112,6 +95,16 @@ async fn users_and_tokens(engine: Engine) {
         .add_user("boss", "boss-password-123", Role::Admin)
         .await;
     let boss = sign_in(&server, "boss", "boss-password-123").await.unwrap();
+
+    // The page, served whole: the users, and the designed state of no tokens.
+    let page = boss.get(server.url("/users")).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("Users and tokens · Herald") && html.contains("data-username=\"boss\""),
+        "{html}"
+    );
+    assert!(html.contains("No API tokens yet"), "{html}");
 
     // Add a user without a password: Herald makes one and answers it once.
     let (status, added) = call(
