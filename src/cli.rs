@@ -10,6 +10,7 @@ use vocab::Role;
 use crate::auth::password::generate_password;
 use crate::config::{LogFormat, Settings, SettingsArgs};
 use crate::server;
+use crate::service::accounts::Actor;
 use crate::service::export::{EventRows, Export, ExportQuery};
 use crate::store::ports::DeliveryReads;
 
@@ -228,7 +229,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let store = open_lasting_store(&settings, "user add").await?;
             let accounts = server::account_service(&store, &settings);
             let user = accounts
-                .add_user(None, &username, Some(&password), role.into())
+                .add_user(Actor::Local, &username, Some(&password), role.into())
                 .await?
                 .user;
             println!(
@@ -254,7 +255,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             init_tracing(settings.log_format);
             let store = open_lasting_store(&settings, "token create").await?;
             let accounts = server::account_service(&store, &settings);
-            let token = accounts.create_token(None, &name, role.into()).await?;
+            let token = accounts
+                .create_token(Actor::Local, &name, role.into())
+                .await?;
             println!(
                 "Created API token {:?} with role {}. Send it as `Authorization: Bearer <token>`:\n{}\nThis token is shown only once.",
                 token.token.name,

@@ -19,7 +19,7 @@ use crate::outbox::best_effort::BestEffortSender;
 use crate::outbox::metrics::Metrics;
 use crate::outbox::model::Source;
 use crate::runtime::Runtime;
-use crate::service::accounts::AccountService;
+use crate::service::accounts::{AccountService, Actor};
 use crate::service::approvals::ApprovalService;
 use crate::service::deliveries::DeliveryService;
 use crate::service::records::RecordService;
@@ -215,7 +215,7 @@ async fn ensure_first_admin(
         _ => (generate_password(), true),
     };
     match accounts
-        .add_user(None, FIRST_ADMIN_NAME, Some(&password), Role::Admin)
+        .add_user(Actor::Local, FIRST_ADMIN_NAME, Some(&password), Role::Admin)
         .await
     {
         Ok(_) => {}

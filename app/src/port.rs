@@ -134,7 +134,7 @@ pub trait AccountsPort: Send + Sync + 'static {
         role: String,
         password: Option<String>,
     ) -> Result<AccountOutcome, ConsoleError>;
-    /// `action` is one of [`USER_ACTIONS`](crate::dto::USER_ACTIONS): `role` (with
+    /// `action` names a [`UserAction`](crate::dto::UserAction): `role` (with
     /// `role`), `disable`, `enable` or `reset_password` (with `password`, or none
     /// for one the server makes).
     async fn change_user(

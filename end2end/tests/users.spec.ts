@@ -45,6 +45,7 @@ test("an admin adds a user, changes its role, disables, enables and resets it; a
   await waitForHydration(page);
   await expect(row(page, "admin")).toContainText("(you)");
   await expect(row(page, "admin").getByTestId("user-disable")).toHaveCount(0);
+  await expect(row(page, "admin").getByTestId("user-reset")).toHaveCount(0);
 
   // Added without a password: Herald makes one and shows it once.
   await page.getByTestId("add-username").fill(name);
@@ -73,6 +74,8 @@ test("an admin adds a user, changes its role, disables, enables and resets it; a
 
   // Disabled (after a second click): signed out, and refused like a wrong password.
   await row(page, name).getByTestId("user-disable").click();
+  // The second click is where the keyboard is.
+  await expect(page.getByTestId("confirm-yes")).toBeFocused();
   await confirm(page, new RegExp(`Disable ${escapeRegExp(name)}\\?`));
   await expect(row(page, name).getByTestId("user-status")).toHaveText("disabled");
   await ada.goto("/runs");
@@ -115,6 +118,7 @@ test("a token is shown once, works, and is refused once revoked", async ({ page,
   expect(secret).toMatch(/^hrl_/);
   const token = page.locator(`[data-testid=token-row][data-name="${name}"]`);
   await expect(token.getByTestId("token-status")).toHaveText("active");
+  await expect(token.getByTestId("token-by")).toHaveText("admin");
 
   const api = await playwright.request.newContext({ baseURL, extraHTTPHeaders: { authorization: `Bearer ${secret}` } });
   expect((await api.get("/api/v1/runs")).status()).toBe(200);

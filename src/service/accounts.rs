@@ -39,6 +39,32 @@ pub struct CreatedToken {
 /// command line, or the first start creating the first admin).
 pub const LOCAL_ACTOR: &str = "local";
 
+/// Who adds a user or creates a token: the machine's owner (the command line,
+/// the first start), or a viewer, who needs `users:manage`. Said outright, so no
+/// caller can pass an absent viewer and get the owner's authority.
+#[derive(Clone, Copy, Debug)]
+pub enum Actor<'a> {
+    Local,
+    Viewer(&'a Viewer),
+}
+
+impl Actor<'_> {
+    /// Checks the viewer's permission; the owner needs none.
+    fn check(self) -> Result<(), ServiceError> {
+        match self {
+            Actor::Local => Ok(()),
+            Actor::Viewer(viewer) => require(Some(viewer), Permission::UsersManage).map(|_| ()),
+        }
+    }
+
+    fn name(self) -> String {
+        match self {
+            Actor::Local => LOCAL_ACTOR.to_string(),
+            Actor::Viewer(viewer) => viewer.name.clone(),
+        }
+    }
+}
+
 /// A user just added or given a new password; `generated_password` is set when
 /// Herald made the password, to be shown once.
 pub struct WithPassword {
@@ -87,25 +113,22 @@ impl AccountService {
         }
     }
 
-    /// Creates a user, audited in the same transaction. `actor` is `None` only for
-    /// the local CLI and first start, which act with the machine owner's authority.
-    /// `password` `None`: Herald makes one, returned once.
+    /// Creates a user, audited in the same transaction. `password` `None`: Herald
+    /// makes one, returned once.
     pub async fn add_user(
         &self,
-        actor: Option<&Viewer>,
+        actor: Actor<'_>,
         username: &str,
         password: Option<&str>,
         role: Role,
     ) -> Result<WithPassword, ServiceError> {
-        if actor.is_some() {
-            require(actor, Permission::UsersManage)?;
-        }
+        actor.check()?;
         let username = validate_username(username)?;
         let (password_hash, generated_password) = self.password_hash(password).await?;
         let audit = NewAuditEntry {
             subject: format!("user {username} ({})", role.as_str()),
             action: "add_user".into(),
-            actor: actor_name(actor),
+            actor: actor.name(),
             from_status: "new".into(),
             acknowledged_duplicate_risk: false,
             affected: 1,
@@ -160,8 +183,9 @@ impl AccountService {
     }
 
     /// Changes a user (`users:manage`), audited in the same transaction. Refused:
-    /// disabling or demoting yourself (ask another admin: nobody locks themselves
-    /// out by a slip), and leaving no enabled admin. A disable or a password reset
+    /// disabling, demoting or resetting yourself (ask another admin: nobody locks
+    /// themselves out by a slip, and a reset would end your own session), and
+    /// leaving no enabled admin. A disable or a password reset
     /// ends the user's sessions; a change that changes nothing writes nothing.
     pub async fn change_user(
         &self,
@@ -175,11 +199,13 @@ impl AccountService {
         };
         let takes_yourself_out = matches!(
             change,
-            AccountChange::Disable | AccountChange::Role(Role::Reader | Role::Operator)
+            AccountChange::Disable
+                | AccountChange::ResetPassword(_)
+                | AccountChange::Role(Role::Reader | Role::Operator)
         );
         if takes_yourself_out && current.username == viewer.name {
             return Err(ServiceError::Conflict(
-                "you cannot disable or demote your own account; another admin can".into(),
+                "you cannot disable, demote or reset your own account; another admin can".into(),
             ));
         }
         let action = change.action();
@@ -367,13 +393,11 @@ impl AccountService {
 
     pub async fn create_token(
         &self,
-        actor: Option<&Viewer>,
+        actor: Actor<'_>,
         name: &str,
         role: Role,
     ) -> Result<CreatedToken, ServiceError> {
-        if actor.is_some() {
-            require(actor, Permission::UsersManage)?;
-        }
+        actor.check()?;
         let name = name.trim();
         if name.is_empty() || name.len() > 128 {
             return Err(ServiceError::invalid("name", "must be 1 to 128 characters"));
@@ -383,7 +407,7 @@ impl AccountService {
         let audit = NewAuditEntry {
             subject: format!("{} token", role.as_str()),
             action: "create_token".into(),
-            actor: actor_name(actor),
+            actor: actor.name(),
             from_status: "new".into(),
             acknowledged_duplicate_risk: false,
             affected: 1,
@@ -394,10 +418,6 @@ impl AccountService {
             .await?;
         Ok(CreatedToken { token, secret })
     }
-}
-
-fn actor_name(actor: Option<&Viewer>) -> String {
-    actor.map_or_else(|| LOCAL_ACTOR.to_string(), |viewer| viewer.name.clone())
 }
 
 fn check_password(password: &str) -> Result<(), ServiceError> {

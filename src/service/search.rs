@@ -89,7 +89,7 @@ fn found(m: IdMatch) -> Found {
         ),
         IdKind::Record => (
             format!("a record of {}", m.owner_type),
-            Some(format!("/records?object={}&id={}", m.owner_type, m.id)),
+            Some(app::dto::record_page(&m.owner_type, &m.id)),
         ),
     };
     Found {

@@ -58,6 +58,9 @@ pub struct ApiToken {
     pub name: String,
     pub role: Role,
     pub created_at_ms: i64,
+    /// Who made it (its audit row's actor); `None` for tokens made before this
+    /// was kept.
+    pub created_by: Option<String>,
     /// A revoked token stays listed but authenticates nothing.
     pub revoked_at_ms: Option<i64>,
 }

@@ -7,10 +7,10 @@ use vocab::Role;
 
 use super::error::StoreError;
 use super::ports::{ApiToken, NewAuditEntry, TokenRepository, Transactions};
-use super::row::{int, opt_int, text};
+use super::row::{int, opt_int, opt_text, text};
 use super::sql::SqlStore;
 
-const TOKEN_COLUMNS: &str = "id, name, role, created_at, revoked_at";
+const TOKEN_COLUMNS: &str = "id, name, role, created_at, created_by, revoked_at";
 
 /// Tokens a listing shows at most.
 pub const MAX_LISTED_TOKENS: u32 = 1_000;
@@ -22,6 +22,7 @@ fn token_from_row(row: &AnyRow) -> Result<ApiToken, StoreError> {
         name: text(row, "name")?,
         role: Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("role {role:?}")))?,
         created_at_ms: int(row, "created_at")?,
+        created_by: opt_text(row, "created_by")?,
         revoked_at_ms: opt_int(row, "revoked_at")?,
     })
 }
@@ -57,7 +58,7 @@ impl TokenRepository for SqlStore {
     ) -> Result<ApiToken, StoreError> {
         let id = uuid::Uuid::now_v7().to_string();
         let sql = format!(
-            "INSERT INTO api_tokens (id, name, secret_hash, role, created_at) VALUES (?, ?, ?, ?, {})",
+            "INSERT INTO api_tokens (id, name, secret_hash, role, created_by, created_at) VALUES (?, ?, ?, ?, ?, {})",
             self.engine.now_ms()
         );
         let mut tx = self.begin_write().await?;
@@ -66,6 +67,7 @@ impl TokenRepository for SqlStore {
             .bind(name)
             .bind(secret_hash)
             .bind(role.as_str())
+            .bind(&audit.actor)
             .execute(&mut *tx)
             .await
             .map_err(|e| StoreError::unique_as(e, "token"))?;

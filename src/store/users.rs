@@ -136,8 +136,14 @@ impl UserRepository for SqlStore {
         audit: &NewAuditEntry,
     ) -> Result<Result<(User, User), UserChangeRefusal>, StoreError> {
         let mut tx = self.begin_write().await?;
-        // The enabled admins' rows first, always in one order: a concurrent change
-        // that would take one of them out waits here and then counts what is left.
+        // Every change writes the one shared row first: changes queue behind each
+        // other here, and on Galera (row locks stay on their node) two nodes'
+        // concurrent changes cannot both certify.
+        sqlx::query("UPDATE account_changes SET changes = changes + 1 WHERE id = 1")
+            .execute(&mut *tx)
+            .await?;
+        // Then the enabled admins' rows, in one order: counted after any change
+        // that took one of them out has committed.
         let sql = format!(
             "SELECT id FROM users WHERE role = 'admin' AND disabled_at IS NULL ORDER BY id{}",
             self.engine.lock_rows()

@@ -77,7 +77,12 @@ impl TestServer {
         .unwrap();
         let store = herald::server::open_store(&settings).await.unwrap();
         herald::server::account_service(&store, &settings)
-            .add_user(None, name, Some(password), role)
+            .add_user(
+                herald::service::accounts::Actor::Local,
+                name,
+                Some(password),
+                role,
+            )
             .await
             .unwrap();
         store.close().await;
@@ -153,7 +158,10 @@ pub async fn api_token_named(database_url: &str, name: &str, role: vocab::Role) 
     .unwrap();
     let store = herald::server::open_store(&settings).await.unwrap();
     let accounts = herald::server::account_service(&store, &settings);
-    let created = accounts.create_token(None, name, role).await.unwrap();
+    let created = accounts
+        .create_token(herald::service::accounts::Actor::Local, name, role)
+        .await
+        .unwrap();
     store.close().await;
     created.secret
 }

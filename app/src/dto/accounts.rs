@@ -21,6 +21,8 @@ pub struct TokenRow {
     pub name: String,
     pub role: Role,
     pub created_at: String,
+    /// Who made it: a user's name, or `local` for the command line.
+    pub created_by: Option<String>,
     pub revoked_at: Option<String>,
 }
 
@@ -39,4 +41,34 @@ pub struct AccountOutcome {
 }
 
 /// What the Users page asks of a user (the `action` argument of `change_user`).
-pub const USER_ACTIONS: [&str; 4] = ["role", "disable", "enable", "reset_password"];
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UserAction {
+    /// A new role (with the `role` argument).
+    Role,
+    Disable,
+    Enable,
+    /// A new password (the `password` argument, or none for one the server makes).
+    ResetPassword,
+}
+
+impl UserAction {
+    pub const ALL: [UserAction; 4] = [
+        UserAction::Role,
+        UserAction::Disable,
+        UserAction::Enable,
+        UserAction::ResetPassword,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UserAction::Role => "role",
+            UserAction::Disable => "disable",
+            UserAction::Enable => "enable",
+            UserAction::ResetPassword => "reset_password",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<UserAction> {
+        UserAction::ALL.into_iter().find(|a| a.as_str() == value)
+    }
+}

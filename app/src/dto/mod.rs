@@ -15,7 +15,7 @@ pub mod search;
 
 pub use vocab::{DeliveryFilter, DeliveryStatus, Permission, Role, RunStatus, Viewer};
 
-pub use accounts::{AccountOutcome, AccountsView, TokenRow, UserRow, USER_ACTIONS};
+pub use accounts::{AccountOutcome, AccountsView, TokenRow, UserAction, UserRow};
 pub use approvals::{
     ApprovalDetailView, ApprovalEventRow, ApprovalRow, FailedReplayRow, ReplayShelfView,
     TimelineEntry,
@@ -27,6 +27,6 @@ pub use deliveries::{
     DeliveryQuery, DeliveryView, FailureGroup, FailureGroups, RetryCommand, NO_DESTINATION,
 };
 pub use notices::ConfigNotice;
-pub use records::{RecordDetail, RecordField, RecordRow, RecordsPage, RECORDS_PAGE};
+pub use records::{record_page, RecordDetail, RecordField, RecordRow, RecordsPage, RECORDS_PAGE};
 pub use runs::{format_count, RunFacts, RunPage, RunQuery, RunSummary, RunView, STATUS_COUNT_CAP};
 pub use search::{Found, SearchAnswer};

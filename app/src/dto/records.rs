@@ -8,6 +8,12 @@ use super::ApprovalDetailView;
 /// Records a page lists.
 pub const RECORDS_PAGE: u32 = 50;
 
+/// The console's page of one record. (Object names are letters, digits and `_`,
+/// record ids are Herald's UUIDs: nothing to encode.)
+pub fn record_page(object: &str, id: &str) -> String {
+    format!("/records?object={object}&id={id}")
+}
+
 /// One field of a record: its name and its value as JSON text.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordField {
@@ -35,6 +41,8 @@ pub struct RecordsPage {
     pub records: Vec<RecordRow>,
     /// The cursor of the next (older) page, when there is one.
     pub next_cursor: Option<String>,
+    /// Whether this page is an older one (a way back to the newest is offered).
+    pub paged: bool,
 }
 
 /// A record with its approval history (each approval with its events: the

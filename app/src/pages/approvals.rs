@@ -12,8 +12,8 @@ use crate::api::approvals::{
     approval_detail, decision_key, list_approvals, replay_shelf, ActOnApproval, RetryReplay,
 };
 use crate::components::{CapabilityNotice, LongId, ScrollingTable, TopBar};
-use crate::dto::{ApprovalDetailView, ApprovalRow, ReplayShelfView};
-use crate::format::{encode, short_id};
+use crate::dto::{record_page, ApprovalDetailView, ApprovalRow, ReplayShelfView};
+use crate::format::short_id;
 
 #[component]
 pub fn ApprovalsPage() -> impl IntoView {
@@ -155,7 +155,7 @@ fn target(row: &ApprovalRow) -> AnyView {
         }
         .into_any(),
         None => view! {
-            <a class="inline-link" href=format!("/records?object={}&id={}", encode(&row.object), encode(&row.record_id)) data-testid="approval-target">
+            <a class="inline-link" href=record_page(&row.object, &row.record_id) data-testid="approval-target">
                 {format!("{} {}", row.object, short_id(&row.record_id))}
             </a>
         }

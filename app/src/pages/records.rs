@@ -1,8 +1,8 @@
 //! Records (issue 23, item 7): the business data approvals act on, by object,
 //! newest first with keyset pages; a record's fields and its approval history
 //! (each approval with its events, the field updates it owes among them).
-//! Read-only, for anyone with `records:read`; deciding an approval shown here
-//! follows the Approvals page's rules.
+//! Records are read-only here, for anyone with `records:read`; an approval shown
+//! here can be decided as on the Approvals page, by whoever may.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -12,17 +12,13 @@ use crate::api::approvals::ActOnApproval;
 use crate::api::records::{get_record, list_records};
 use crate::api::Failure;
 use crate::components::{set_status, ErrorPanel, ScrollingTable, TopBar};
-use crate::dto::{RecordDetail, RecordField, RecordRow, RecordsPage as Page};
+use crate::dto::{record_page, RecordDetail, RecordField, RecordRow, RecordsPage as Page};
 use crate::format::{display_time, encode, short_id};
 use crate::pages::approvals::ApprovalCard;
 
 /// Fields a row of the listing shows, and the characters of their preview.
 const PREVIEW_FIELDS: usize = 3;
 const PREVIEW_CHARS: usize = 80;
-
-fn record_href(object: &str, id: &str) -> String {
-    format!("/records?object={}&id={}", encode(object), encode(id))
-}
 
 #[component]
 pub fn RecordsPage() -> impl IntoView {
@@ -42,7 +38,7 @@ pub fn RecordsPage() -> impl IntoView {
             <div class="page-head">
                 <div>
                     <h1>"Records"</h1>
-                    <p class="muted">"The business data approvals act on, by object, newest first. Read-only here: records change through the API and their approvals."</p>
+                    <p class="muted">"The business data approvals act on, by object, newest first. Records change through the API and their approvals; an approval shown here can be decided as on the Approvals page."</p>
                 </div>
             </div>
             {move || id.get().map(|id| view! { <RecordPanel object=object.get().unwrap_or_default() id /> })}
@@ -88,6 +84,9 @@ fn Listing(page: Page) -> impl IntoView {
             encode(&cursor)
         )
     });
+    let newest = page
+        .paged
+        .then(|| format!("/records?object={}", encode(&object)));
     let body = if page.records.is_empty() {
         view! {
             <div class="panel state" data-testid="records-empty">
@@ -120,6 +119,7 @@ fn Listing(page: Page) -> impl IntoView {
         <nav class="chips objects" aria-label="Objects">{chips}</nav>
         {body}
         <nav class="pager" aria-label="Pages">
+            {newest.map(|href| view! { <a href=href class="button" data-testid="records-newest">"← Newest"</a> })}
             {next.map(|href| view! { <a href=href class="button" data-testid="records-older">"Older records →"</a> })}
         </nav>
     }
@@ -144,7 +144,7 @@ fn preview(fields: &[RecordField]) -> String {
 
 #[component]
 fn RecordLine(record: RecordRow) -> impl IntoView {
-    let href = record_href(&record.object, &record.id);
+    let href = record_page(&record.object, &record.id);
     view! {
         <tr data-testid="record-row" data-record-id=record.id.clone()>
             <td><a class="mono" href=href title=record.id.clone()>{short_id(&record.id)}</a></td>

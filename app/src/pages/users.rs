@@ -10,7 +10,7 @@ use leptos_meta::Title;
 use crate::api::accounts::{add_user, change_user, create_token, list_accounts, revoke_token};
 use crate::api::Failure;
 use crate::components::{ErrorPanel, ScrollingTable, TopBar};
-use crate::dto::{AccountOutcome, AccountsView, Role, TokenRow, UserRow};
+use crate::dto::{AccountOutcome, AccountsView, Role, TokenRow, UserAction, UserRow};
 use crate::format::display_time;
 
 /// One change the page asks of the server.
@@ -23,7 +23,7 @@ enum Command {
     },
     ChangeUser {
         user_id: String,
-        action: &'static str,
+        action: UserAction,
         role: Option<String>,
     },
     CreateToken {
@@ -46,7 +46,7 @@ async fn send(command: Command) -> Result<AccountOutcome, Failure> {
             user_id,
             action,
             role,
-        } => change_user(user_id, action.to_string(), role, None).await,
+        } => change_user(user_id, action.as_str().to_string(), role, None).await,
         Command::CreateToken { name, role } => create_token(name, role).await,
         Command::RevokeToken { token_id } => revoke_token(token_id).await,
     }
@@ -83,25 +83,44 @@ pub fn UsersPage() -> impl IntoView {
             </div>
             <Outcome act />
             <Confirm pending act />
-            <Transition fallback=|| view! { <div class="panel state">"Loading users…"</div> }>
-                {move || Suspend::new(async move {
-                    match accounts.await {
-                        Ok(AccountsView { users, tokens }) => view! {
-                            <UsersPanel users act pending />
-                            <AddUserForm act />
-                            <TokensPanel tokens act pending />
-                            <CreateTokenForm act />
-                        }
-                        .into_any(),
-                        Err(failure) => view! {
-                            <ErrorPanel failure what="Users could not be loaded" retry="/users".to_string() />
-                        }
-                        .into_any(),
-                    }
-                })}
-            </Transition>
+            <Lists accounts act pending />
         </main>
     }
+}
+
+/// The users and tokens, each list followed by its form. The forms sit outside
+/// the lists, which reload after every change: what is typed in one stays until
+/// its own form is sent.
+#[component]
+fn Lists(
+    accounts: Resource<Result<AccountsView, Failure>>,
+    act: Action<Command, Result<AccountOutcome, Failure>>,
+    pending: RwSignal<Option<Pending>>,
+) -> impl IntoView {
+    // Whether the viewer may manage users (the list loaded): the forms are shown
+    // once, not rebuilt by every reload of the list.
+    let allowed = Memo::new(move |_| accounts.with(|a| matches!(a, Some(Ok(_)))));
+    view! {
+        <Transition fallback=|| view! { <div class="panel state">"Loading users…"</div> }>
+            {move || Suspend::new(async move {
+                match accounts.await {
+                    Ok(AccountsView { users, .. }) => view! { <UsersPanel users act pending /> }.into_any(),
+                    Err(failure) => view! {
+                        <ErrorPanel failure what="Users could not be loaded" retry="/users".to_string() />
+                    }
+                    .into_any(),
+                }
+            })}
+        </Transition>
+        {move || allowed.get().then(|| view! { <AddUserForm act /> })}
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                accounts.await.ok().map(|AccountsView { tokens, .. }| view! { <TokensPanel tokens act pending /> })
+            })}
+        </Transition>
+        {move || allowed.get().then(|| view! { <CreateTokenForm act /> })}
+    }
+    .into_any()
 }
 
 /// What the last change did: its words, a secret to copy now (shown once), or
@@ -152,6 +171,15 @@ fn Confirm(
     pending: RwSignal<Option<Pending>>,
     act: Action<Command, Result<AccountOutcome, Failure>>,
 ) -> impl IntoView {
+    // The second click is the keyboard's next stop too.
+    let yes = NodeRef::<leptos::html::Button>::new();
+    Effect::new(move |_| {
+        if pending.with(|p| p.is_some()) {
+            if let Some(button) = yes.get() {
+                let _ = button.focus();
+            }
+        }
+    });
     move || {
         pending.get().map(|Pending { question, confirm, command }| {
             view! {
@@ -160,7 +188,7 @@ fn Confirm(
                     <p class="modal-actions">
                         <button type="button" class="button" data-testid="confirm-cancel"
                             on:click=move |_| pending.set(None)>"Cancel"</button>
-                        <button type="button" class="button danger" data-testid="confirm-yes"
+                        <button type="button" class="button danger" data-testid="confirm-yes" node_ref=yes
                             disabled=move || act.pending().get()
                             on:click=move |_| { act.dispatch(command.clone()); pending.set(None); }>
                             {confirm}
@@ -238,14 +266,18 @@ fn UserLine(
         let Some(select) = role_ref.get() else { return };
         act.dispatch(Command::ChangeUser {
             user_id: role_id.clone(),
-            action: "role",
+            action: UserAction::Role,
             role: Some(select.value()),
         });
     };
     let toggle = move |_| {
         let command = Command::ChangeUser {
             user_id: disable_id.clone(),
-            action: if disabled { "enable" } else { "disable" },
+            action: if disabled {
+                UserAction::Enable
+            } else {
+                UserAction::Disable
+            },
             role: None,
         };
         if disabled {
@@ -264,7 +296,7 @@ fn UserLine(
             confirm: "Reset password",
             command: Command::ChangeUser {
                 user_id: reset_id.clone(),
-                action: "reset_password",
+                action: UserAction::ResetPassword,
                 role: None,
             },
         }));
@@ -286,7 +318,7 @@ fn UserLine(
             </td>
             <td class="time" title=created_at.clone()>{display_time(&created_at)}</td>
             <td class="row-actions">
-                // Your own role and access are another admin's to change.
+                // Your own role, access and password are another admin's to change.
                 {(!is_you).then(|| view! {
                     <select node_ref=role_ref aria-label=label data-testid="user-role-select">{role_options(role)}</select>
                     <button type="button" class="button" data-testid="user-role-apply"
@@ -295,9 +327,9 @@ fn UserLine(
                         disabled=move || act.pending().get() on:click=toggle>
                         {if disabled { "Enable" } else { "Disable" }}
                     </button>
+                    <button type="button" class="button" data-testid="user-reset"
+                        disabled=move || act.pending().get() on:click=reset>"Reset password"</button>
                 })}
-                <button type="button" class="button" data-testid="user-reset"
-                    disabled=move || act.pending().get() on:click=reset>"Reset password"</button>
             </td>
         </tr>
     }
@@ -312,11 +344,16 @@ fn AddUserForm(act: Action<Command, Result<AccountOutcome, Failure>>) -> impl In
     // it was, to be corrected.
     let sent = RwSignal::new(false);
     Effect::new(move |_| {
-        let added = act.value().with(|v| matches!(v, Some(Ok(_))));
-        if !act.pending().get() && sent.get_untracked() {
+        // Each answer moves the version on (its value is set by then).
+        act.version().track();
+        let added = act.value().with_untracked(|v| matches!(v, Some(Ok(_))));
+        if sent.get_untracked() {
             sent.set(false);
-            if let (true, Some(username)) = (added, username.get_untracked()) {
+            if let (true, Some(username), Some(password)) =
+                (added, username.get_untracked(), password.get_untracked())
+            {
                 username.set_value("");
+                password.set_value("");
             }
         }
     });
@@ -333,7 +370,6 @@ fn AddUserForm(act: Action<Command, Result<AccountOutcome, Failure>>) -> impl In
             role: role.value(),
             password: password.value(),
         });
-        password.set_value("");
     };
     view! {
         <section class="panel accounts" aria-labelledby="add-user-title">
@@ -373,13 +409,14 @@ fn TokensPanel(
                             <th>"Token"</th>
                             <th>"Role"</th>
                             <th>"Created"</th>
+                            <th>"By"</th>
                             <th>"Status"</th>
                             <th>"Actions"</th>
                         </tr>
                     </thead>
                     <tbody>
                         {tokens.into_iter().map(|token| {
-                            let TokenRow { id, name, role, created_at, revoked_at } = token;
+                            let TokenRow { id, name, role, created_at, created_by, revoked_at } = token;
                             let active = revoked_at.is_none();
                             let row_name = name.clone();
                             let question = format!("Revoke the token {name}? Scripts using it are refused from their next request.");
@@ -393,6 +430,7 @@ fn TokensPanel(
                                     <td><strong>{name}</strong></td>
                                     <td><span class=format!("role role-{}", role.as_str())>{role.as_str()}</span></td>
                                     <td class="time" title=created_at.clone()>{display_time(&created_at)}</td>
+                                    <td data-testid="token-by">{created_by.unwrap_or_else(|| "—".into())}</td>
                                     <td>
                                         {match revoked_at {
                                             Some(at) => view! { <span class="badge delivery-failed" data-testid="token-status" title=at.clone()>{format!("revoked {}", display_time(&at))}</span> }.into_any(),
@@ -417,6 +455,7 @@ fn TokensPanel(
     view! {
         <section class="panel accounts" aria-labelledby="tokens-title" data-testid="tokens">
             <h2 id="tokens-title">"API tokens"</h2>
+            <p class="muted">"A token is not tied to the user who made it: disabling that user leaves the token working until it is revoked here."</p>
             {body}
         </section>
     }

@@ -3,12 +3,12 @@
 
 use async_trait::async_trait;
 
-use app::dto::{AccountOutcome, AccountsView, TokenRow, UserRow};
+use app::dto::{AccountOutcome, AccountsView, TokenRow, UserAction, UserRow};
 use app::port::{AccountsPort, ConsoleError};
 use vocab::{Role, Viewer};
 
 use crate::http::error::console_error;
-use crate::service::accounts::{AccountChange, AccountService};
+use crate::service::accounts::{AccountChange, AccountService, Actor};
 use crate::service::{format_ms, ServiceError};
 
 pub struct AccountsConsole {
@@ -30,20 +30,21 @@ fn change_of(
     role: Option<&str>,
     password: Option<String>,
 ) -> Result<AccountChange, ConsoleError> {
+    let Some(action) = UserAction::parse(action) else {
+        let known: Vec<&str> = UserAction::ALL.iter().map(|a| a.as_str()).collect();
+        return Err(console_error(ServiceError::invalid(
+            "action",
+            format!(
+                "{action:?} is not a user action: use one of {}",
+                known.join(", ")
+            ),
+        )));
+    };
     Ok(match action {
-        "role" => AccountChange::Role(role_of(role)?),
-        "disable" => AccountChange::Disable,
-        "enable" => AccountChange::Enable,
-        "reset_password" => AccountChange::ResetPassword(password),
-        other => {
-            return Err(console_error(ServiceError::invalid(
-                "action",
-                format!(
-                    "{other:?} is not a user action: use one of {}",
-                    app::dto::USER_ACTIONS.join(", ")
-                ),
-            )))
-        }
+        UserAction::Role => AccountChange::Role(role_of(role)?),
+        UserAction::Disable => AccountChange::Disable,
+        UserAction::Enable => AccountChange::Enable,
+        UserAction::ResetPassword => AccountChange::ResetPassword(password),
     })
 }
 
@@ -87,6 +88,7 @@ impl AccountsPort for AccountsConsole {
                     name: token.name,
                     role: token.role,
                     created_at: format_ms(token.created_at_ms),
+                    created_by: token.created_by,
                     revoked_at: token.revoked_at_ms.map(format_ms),
                 })
                 .collect(),
@@ -101,11 +103,10 @@ impl AccountsPort for AccountsConsole {
         password: Option<String>,
     ) -> Result<AccountOutcome, ConsoleError> {
         let role = role_of(Some(&role))?;
-        // Without a viewer the service would act as the machine's owner: never here.
         let actor = viewer.ok_or_else(|| console_error(ServiceError::Unauthenticated))?;
         let added = self
             .accounts
-            .add_user(Some(actor), &username, password.as_deref(), role)
+            .add_user(Actor::Viewer(actor), &username, password.as_deref(), role)
             .await
             .map_err(console_error)?;
         Ok(AccountOutcome {
@@ -148,7 +149,7 @@ impl AccountsPort for AccountsConsole {
         let actor = viewer.ok_or_else(|| console_error(ServiceError::Unauthenticated))?;
         let created = self
             .accounts
-            .create_token(Some(actor), &name, role)
+            .create_token(Actor::Viewer(actor), &name, role)
             .await
             .map_err(console_error)?;
         Ok(AccountOutcome {

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use app::dto::{RecordDetail, RecordField, RecordRow, RecordsPage, RECORDS_PAGE};
 use app::port::{ConsoleError, RecordsPort};
-use vocab::approvals::RUN_OBJECT;
+use vocab::approvals::is_system_object;
 use vocab::Viewer;
 
 use super::approvals::detail_view;
@@ -51,7 +51,8 @@ impl RecordsPort for RecordsConsole {
             .map_err(console_error)?
             .into_iter()
             .map(|definition| definition.object)
-            .filter(|object| object != RUN_OBJECT)
+            // Herald's own objects (runs among them) are not business data.
+            .filter(|object| !is_system_object(object))
             .collect();
         objects.sort();
         objects.dedup();
@@ -73,6 +74,7 @@ impl RecordsPort for RecordsConsole {
             object: Some(object),
             records: records.into_iter().map(row).collect(),
             next_cursor,
+            paged: before.is_some(),
         })
     }
 

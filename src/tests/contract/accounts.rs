@@ -6,6 +6,7 @@ use herald::store::ports::{
     UserChangeRefusal, UserRepository,
 };
 use herald::store::{SqlStore, StoreError};
+use testkit::faults::InsertFault;
 use testkit::TestDb;
 use vocab::Role;
 
@@ -15,6 +16,7 @@ testkit::contract_tests!(
     sessions_upsert_expire_and_delete,
     user_changes_are_audited_in_their_transaction,
     the_last_enabled_admin_cannot_be_taken_out,
+    an_account_change_whose_audit_row_fails_changes_nothing,
     admins_demoting_each_other_at_once_leave_one,
     revoked_tokens_authenticate_nothing_and_stay_listed,
 );
@@ -307,7 +309,9 @@ async fn the_last_enabled_admin_cannot_be_taken_out(db: &TestDb) {
 }
 
 /// Two admins, each demoting the other at the same moment, many times over: the
-/// store serialises them on the admins' rows, so one always stays.
+/// store serialises them (the shared change row, then the admins' rows), so one
+/// always stays. The two transactions overlap by chance, not by force: without
+/// the serialisation, rounds on PostgreSQL and MariaDB would let both through.
 async fn admins_demoting_each_other_at_once_leave_one(db: &TestDb) {
     let store = std::sync::Arc::new(db.store().await);
     for round in 0..8 {
@@ -366,6 +370,80 @@ async fn admins_demoting_each_other_at_once_leave_one(db: &TestDb) {
     store.close().await;
 }
 
+/// The audit row is written in the change's own transaction: when it cannot be
+/// written, nothing of the change is kept (users, roles, tokens alike).
+async fn an_account_change_whose_audit_row_fails_changes_nothing(db: &TestDb) {
+    let store = db.store().await;
+    let _root = add(&store, "root", Role::Admin).await;
+    let ada = add(&store, "ada", Role::Operator).await;
+    let token = store
+        .create_token(
+            "ci",
+            Role::Reader,
+            "hash-ci",
+            &audit("reader token", "create_token"),
+        )
+        .await
+        .unwrap();
+    InsertFault {
+        name: "account_audit_fault",
+        table: "outbox_audit",
+    }
+    .install(&store)
+    .await;
+
+    let refused = store
+        .create_user(
+            NewUser {
+                username: "bea".into(),
+                password_hash: "h".into(),
+                role: Role::Reader,
+            },
+            &audit("user bea", "add_user"),
+        )
+        .await;
+    assert!(refused.is_err(), "the audit fault reached the caller");
+    assert!(store.user_by_name("bea").await.unwrap().is_none());
+    for change in [
+        UserChange::Role(Role::Admin),
+        UserChange::Disabled(true),
+        UserChange::Password("other".into()),
+    ] {
+        let refused = store
+            .change_user(&ada.id, &change, &audit("user ada", "change"))
+            .await;
+        assert!(refused.is_err(), "{change:?}");
+    }
+    let kept = store.user_by_id(&ada.id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            kept.role,
+            kept.is_disabled(),
+            kept.password_hash.as_str(),
+            kept.session_epoch
+        ),
+        (Role::Operator, false, "hash-of-ada", 0)
+    );
+    assert!(store
+        .create_token(
+            "deploy",
+            Role::Admin,
+            "hash-deploy",
+            &audit("admin token", "create_token")
+        )
+        .await
+        .is_err());
+    assert!(store
+        .revoke_token(&token.id, &audit("token", "revoke_token"))
+        .await
+        .is_err());
+    let tokens = store.list_tokens(10).await.unwrap();
+    assert_eq!(tokens.len(), 1, "no token was made");
+    assert!(tokens[0].revoked_at_ms.is_none(), "nor revoked");
+    assert!(store.token_by_hash("hash-ci").await.unwrap().is_some());
+    store.close().await;
+}
+
 async fn revoked_tokens_authenticate_nothing_and_stay_listed(db: &TestDb) {
     let store = db.store().await;
     let token = store
@@ -398,6 +476,7 @@ async fn revoked_tokens_authenticate_nothing_and_stay_listed(db: &TestDb) {
     let listed = store.list_tokens(10).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert!(listed[0].revoked_at_ms.is_some());
+    assert_eq!(listed[0].created_by.as_deref(), Some("test-admin"));
     assert_eq!(
         audited(&store, "create_token").await,
         vec![(

@@ -242,6 +242,7 @@ async fn users_and_tokens(engine: Engine) {
             ("action", "role"),
             ("role", "operator"),
         ],
+        vec![("user_id", boss_id.as_str()), ("action", "reset_password")],
     ] {
         let (status, body) = call(&server, &boss, "user-change", &args).await;
         assert_eq!(status, StatusCode::CONFLICT, "{body}");
