@@ -168,6 +168,8 @@ for (const role of ["operator", "reader"]) {
     await waitForHydration(page);
     await expect(page.getByTestId("error-state")).toHaveAttribute("data-status", "403");
     await expect(page.getByTestId("users")).toHaveCount(0);
+    await expect(page.getByTestId("add-user-form")).toHaveCount(0);
+    await expect(page.getByTestId("create-token-form")).toHaveCount(0);
     await expectAccessible(page, `/users refused to a ${role}`);
 
     const api = await signedInApi(playwright, baseURL!, role);

@@ -8,9 +8,9 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::accounts::{add_user, change_user, create_token, list_accounts, revoke_token};
-use crate::api::Failure;
+use crate::api::{current_viewer, Failure};
 use crate::components::{ErrorPanel, ScrollingTable, TopBar};
-use crate::dto::{AccountOutcome, AccountsView, Role, TokenRow, UserAction, UserRow};
+use crate::dto::{AccountOutcome, AccountsView, Permission, Role, TokenRow, UserAction, UserRow};
 use crate::format::display_time;
 
 /// One change the page asks of the server.
@@ -97,9 +97,16 @@ fn Lists(
     act: Action<Command, Result<AccountOutcome, Failure>>,
     pending: RwSignal<Option<Pending>>,
 ) -> impl IntoView {
-    // Whether the viewer may manage users (the list loaded): the forms are shown
-    // once, not rebuilt by every reload of the list.
-    let allowed = Memo::new(move |_| accounts.with(|a| matches!(a, Some(Ok(_)))));
+    // The forms are for whoever may manage users, read once: never rebuilt by a
+    // reload of the lists.
+    let viewer = Resource::new(|| (), |_| current_viewer());
+    let manages = move || async move {
+        viewer
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|v| v.can(Permission::UsersManage))
+    };
     view! {
         <Transition fallback=|| view! { <div class="panel state">"Loading users…"</div> }>
             {move || Suspend::new(async move {
@@ -112,13 +119,17 @@ fn Lists(
                 }
             })}
         </Transition>
-        {move || allowed.get().then(|| view! { <AddUserForm act /> })}
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move { manages().await.then(|| view! { <AddUserForm act /> }) })}
+        </Suspense>
         <Transition fallback=|| ()>
             {move || Suspend::new(async move {
                 accounts.await.ok().map(|AccountsView { tokens, .. }| view! { <TokensPanel tokens act pending /> })
             })}
         </Transition>
-        {move || allowed.get().then(|| view! { <CreateTokenForm act /> })}
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move { manages().await.then(|| view! { <CreateTokenForm act /> }) })}
+        </Suspense>
     }
     .into_any()
 }
