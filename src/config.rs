@@ -106,6 +106,8 @@ settings! {
     login_address_max_failures: u32 = crate::auth::throttle::DEFAULT_ADDRESS_LIMIT, "HERALD_LOGIN_ADDRESS_MAX_FAILURES";
     /// Reverse proxies whose X-Forwarded-For names the client, e.g. "10.0.0.0/8" [default: none]
     trusted_proxies: String = String::new(), "HERALD_TRUSTED_PROXIES";
+    /// Live-update streams (console tabs) this server keeps open at once; past it a tab polls [default: 500]
+    live_max_streams: usize = 500, "HERALD_LIVE_MAX_STREAMS";
     /// Largest request body accepted, in bytes [default: 1048576]
     max_body_bytes: usize = 1024 * 1024, "HERALD_MAX_BODY_BYTES";
     /// Log format: text or json [default: text]
@@ -241,6 +243,7 @@ impl Settings {
                 self.login_address_max_failures as u64,
             ),
             ("max_body_bytes", self.max_body_bytes as u64),
+            ("live_max_streams", self.live_max_streams as u64),
             ("worker_concurrency", self.worker_concurrency as u64),
             ("worker_batch_size", self.worker_batch_size as u64),
             ("worker_poll_interval_ms", self.worker_poll_interval_ms),

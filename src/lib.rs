@@ -18,6 +18,7 @@
 pub mod approvals;
 pub mod auth;
 pub mod batcher;
+pub mod changes;
 pub mod channels;
 pub mod cli;
 pub mod clock;

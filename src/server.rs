@@ -167,6 +167,8 @@ pub async fn run(
         metrics,
         settings: Arc::new(settings.clone()),
         store_health: runtime.health.clone(),
+        live_streams: Arc::new(tokio::sync::Semaphore::new(settings.live_max_streams)),
+        stopping: stop.clone(),
     };
     let sessions = DbSessionStore::new(Arc::new(store.clone()));
     spawn_session_cleanup(sessions.clone(), stop.clone());

@@ -1,6 +1,6 @@
 //! The console's shared chrome and helpers, used by every page: the top bar, the
 //! designed error and capability states, the scrolling table panel, the page's HTTP
-//! status, and live refresh. Imports no page.
+//! status; live refresh is [`crate::live`]'s. Imports no page.
 
 use leptos::prelude::*;
 use leptos_router::components::A;
@@ -8,26 +8,8 @@ use leptos_router::components::A;
 use crate::api::{config_notices, current_viewer, Failure};
 use crate::dto::{Permission, Viewer};
 use crate::format::encode;
-
-/// Live updates: calls `refresh` every two seconds while the page is visible and
-/// `wanted()` holds (polling pauses while the tab is hidden and resumes when it is
-/// shown again). Runs only in the browser.
-pub fn poll_while_visible(wanted: impl Fn() -> bool + 'static, refresh: impl Fn() + 'static) {
-    let tick = move || {
-        if !document().hidden() && wanted() {
-            refresh();
-        }
-    };
-    let tick = std::rc::Rc::new(tick);
-    Effect::new(move |_| {
-        let tick = tick.clone();
-        if let Ok(handle) =
-            set_interval_with_handle(move || tick(), std::time::Duration::from_secs(2))
-        {
-            on_cleanup(move || handle.clear());
-        }
-    });
-}
+pub use crate::live::poll_while_visible;
+use crate::live::LiveControl;
 
 /// Whether the keyboard focus is inside an element matching `selector` (someone is
 /// typing in a filter or confirming an action: do not redraw under them).
@@ -208,6 +190,7 @@ pub fn TopBar() -> impl IntoView {
                 />
             </form>
             <div class="who">
+                <LiveControl />
                 <Suspense fallback=|| ()>
                     {move || Suspend::new(async move {
                         match viewer.await {

@@ -10,6 +10,7 @@ pub mod api;
 mod components;
 pub mod dto;
 mod format;
+mod live;
 mod pages;
 #[cfg(feature = "ssr")]
 pub mod port;

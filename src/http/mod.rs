@@ -13,6 +13,7 @@ mod export;
 mod extract;
 mod health;
 mod idempotency;
+mod live;
 mod openapi;
 mod runs;
 mod state;
@@ -92,6 +93,7 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
         .route("/api/openapi.json", get(openapi::document))
         // The Deliveries and Audit pages' Export links (under their pages, so a
         // signed-out browser is sent to sign in and back).
+        .route(live::LIVE_PATH, get(live::stream))
         .route("/deliveries/export", get(export::events))
         .route("/audit/export", get(export::audit))
         .nest(

@@ -30,6 +30,11 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// The outbox stores' availability as their workers see it (`/readyz`).
     pub store_health: Vec<Arc<crate::outbox::availability::StoreHealth>>,
+    /// Places for the console's live-update streams (`live_max_streams`).
+    pub live_streams: Arc<tokio::sync::Semaphore>,
+    /// Cancelled when the server starts to stop: open live streams end then, so
+    /// a graceful shutdown does not wait out their lifetime.
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 impl FromRef<AppState> for LeptosOptions {

@@ -103,6 +103,7 @@ impl Outbox {
     pub async fn commit(&self, tx: WriteTx) -> Result<(), StoreError> {
         tx.commit().await?;
         self.committed();
+        crate::changes::notify();
         Ok(())
     }
 

@@ -542,6 +542,9 @@ async fn settle_batch(
         batch.into_iter().map(|f| (f.settlement, f.slot)).unzip();
     let accepted = settle_resiliently(store.as_ref(), &settlements, give_up_after).await;
     drop(settling);
+    if accepted.iter().any(|ok| *ok) {
+        crate::changes::notify();
+    }
     {
         let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
         for s in &settlements {

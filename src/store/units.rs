@@ -36,14 +36,16 @@ impl WriteUnits {
         E: From<StoreError> + Send + 'static,
         F: for<'a> FnOnce(&'a mut WriteTx) -> UnitFuture<'a, T, E> + Send + 'static,
     {
-        match &self.group {
-            Some(group) => group.run(work).await,
+        let value = match &self.group {
+            Some(group) => group.run(work).await?,
             None => {
                 let mut tx = self.store.begin_write().await?;
                 let value = work(&mut tx).await?;
                 tx.commit().await.map_err(StoreError::from)?;
-                Ok(value)
+                value
             }
-        }
+        };
+        crate::changes::notify();
+        Ok(value)
     }
 }

@@ -42,6 +42,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    provide_context(crate::live::Live::start());
     // Marks the page once the WASM app has taken over, so tests (and people) can tell.
     Effect::new(move |_| {
         if let Some(body) = document().body() {

@@ -328,7 +328,7 @@ fn UserLine(
                 }}
             </td>
             <td class="time" title=created_at.clone()>{display_time(&created_at)}</td>
-            <td class="row-actions">
+            <td><div class="row-actions">
                 // Your own role, access and password are another admin's to change.
                 {(!is_you).then(|| view! {
                     <select node_ref=role_ref aria-label=label data-testid="user-role-select">{role_options(role)}</select>
@@ -341,7 +341,7 @@ fn UserLine(
                     <button type="button" class="button" data-testid="user-reset"
                         disabled=move || act.pending().get() on:click=reset>"Reset password"</button>
                 })}
-            </td>
+            </div></td>
         </tr>
     }
 }
@@ -448,12 +448,12 @@ fn TokensPanel(
                                             None => view! { <span class="badge delivery-completed" data-testid="token-status">"active"</span> }.into_any(),
                                         }}
                                     </td>
-                                    <td class="row-actions">
+                                    <td><div class="row-actions">
                                         {active.then(|| view! {
                                             <button type="button" class="button" data-testid="token-revoke"
                                                 disabled=move || act.pending().get() on:click=revoke>"Revoke"</button>
                                         })}
-                                    </td>
+                                    </div></td>
                                 </tr>
                             }
                         }).collect_view()}

@@ -9,6 +9,7 @@ mod config_notices;
 mod console;
 mod export;
 mod idempotency;
+mod live;
 mod locked_store;
 mod memory_store;
 mod records;

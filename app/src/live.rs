@@ -1,0 +1,171 @@
+//! Live updates (issue 23, item 5): one EventSource per tab on
+//! `/console-api/live`. Each change notice refreshes the parts of the page that
+//! asked for it ([`poll_while_visible`]) while the tab is visible and the viewer
+//! has not paused; while the stream is down (the server is full and answered
+//! 503, or it restarts) they poll every two seconds instead, and while it is up
+//! a slow poll catches what other nodes changed. Imports no page.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use leptos::prelude::*;
+
+/// Where the server's change notices stream from.
+const LIVE_PATH: &str = "/console-api/live";
+/// How often a part polls while the stream is down.
+const POLL: Duration = Duration::from_secs(2);
+/// While streaming, every this many polls one refreshes anyway (other nodes'
+/// changes are not on this server's stream): every 30 seconds.
+const POLLS_PER_SAFETY_REFRESH: u32 = 15;
+/// How long a tab refused a stream (503) waits before asking again.
+const RETRY_REFUSED: Duration = Duration::from_secs(30);
+
+/// How the tab learns of changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LiveState {
+    Connecting,
+    Streaming,
+    /// The stream is down or refused: parts poll.
+    Polling,
+}
+
+impl LiveState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LiveState::Connecting => "connecting",
+            LiveState::Streaming => "streaming",
+            LiveState::Polling => "polling",
+        }
+    }
+}
+
+/// The tab's live updates: its state, the viewer's pause, and a count of the
+/// notices received (parts refresh when it moves).
+#[derive(Clone, Copy)]
+pub struct Live {
+    pub state: RwSignal<LiveState>,
+    pub paused: RwSignal<bool>,
+    notices: RwSignal<u64>,
+}
+
+impl Live {
+    /// The tab's live updates, opened in the browser once the app runs.
+    pub fn start() -> Live {
+        let live = Live {
+            state: RwSignal::new(LiveState::Connecting),
+            paused: RwSignal::new(false),
+            notices: RwSignal::new(0),
+        };
+        Effect::new(move |_| connect(live));
+        live
+    }
+}
+
+/// Opens the stream; a refused or failed one leaves the parts polling, and a
+/// refused one is asked for again later (the browser retries the others itself).
+fn connect(live: Live) {
+    use wasm_bindgen::closure::Closure;
+    use wasm_bindgen::JsCast;
+
+    let Ok(source) = web_sys::EventSource::new(LIVE_PATH) else {
+        live.state.set(LiveState::Polling);
+        return;
+    };
+    let on_ready = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
+        live.state.set(LiveState::Streaming);
+    });
+    let on_change = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
+        live.state.set(LiveState::Streaming);
+        live.notices.update(|n| *n += 1);
+    });
+    let closed = source.clone();
+    let on_error = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
+        live.state.set(LiveState::Polling);
+        if closed.ready_state() == web_sys::EventSource::CLOSED {
+            set_timeout(move || connect(live), RETRY_REFUSED);
+        }
+    });
+    let _ = source.add_event_listener_with_callback("ready", on_ready.as_ref().unchecked_ref());
+    let _ = source.add_event_listener_with_callback("change", on_change.as_ref().unchecked_ref());
+    source.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+    // The stream lives as long as the tab: its handlers too.
+    on_ready.forget();
+    on_change.forget();
+    on_error.forget();
+}
+
+/// Calls `refresh` when the server says something changed, or every two seconds
+/// while the stream is down, as long as the tab is visible, `wanted()` holds and
+/// the viewer has not paused; once when the viewer resumes. Runs only in the
+/// browser.
+pub fn poll_while_visible(wanted: impl Fn() -> bool + 'static, refresh: impl Fn() + 'static) {
+    let Some(live) = use_context::<Live>() else {
+        return;
+    };
+    let due = Rc::new(move || !document().hidden() && !live.paused.get_untracked() && wanted());
+    let refresh = Rc::new(refresh);
+    // A notice.
+    let (notice_due, notice_refresh) = (due.clone(), refresh.clone());
+    Effect::new(move |seen: Option<u64>| {
+        let count = live.notices.get();
+        if seen.is_some_and(|seen| seen != count) && notice_due() {
+            notice_refresh();
+        }
+        count
+    });
+    // Resumed: what changed meanwhile.
+    let resume_refresh = refresh.clone();
+    Effect::new(move |was_paused: Option<bool>| {
+        let paused = live.paused.get();
+        if was_paused == Some(true) && !paused {
+            resume_refresh();
+        }
+        paused
+    });
+    // The poll: every two seconds while the stream is down, now and then while up.
+    Effect::new(move |_| {
+        let (due, refresh) = (due.clone(), refresh.clone());
+        let mut polls = 0u32;
+        let tick = move || {
+            polls = polls.wrapping_add(1);
+            let streaming = live.state.get_untracked() == LiveState::Streaming;
+            if (!streaming || polls.is_multiple_of(POLLS_PER_SAFETY_REFRESH)) && due() {
+                refresh();
+            }
+        };
+        let tick = std::cell::RefCell::new(tick);
+        if let Ok(handle) = set_interval_with_handle(move || (tick.borrow_mut())(), POLL) {
+            on_cleanup(move || handle.clear());
+        }
+    });
+}
+
+/// The top bar's control: what the tab does, and a button to pause or resume.
+#[component]
+pub fn LiveControl() -> impl IntoView {
+    let Some(live) = use_context::<Live>() else {
+        return ().into_any();
+    };
+    let label = move || match (live.paused.get(), live.state.get()) {
+        (true, _) => "Paused",
+        (false, LiveState::Streaming) => "Live",
+        (false, LiveState::Connecting) => "Connecting…",
+        (false, LiveState::Polling) => "Polling",
+    };
+    let state = move || {
+        if live.paused.get() {
+            "paused"
+        } else {
+            live.state.get().as_str()
+        }
+    };
+    view! {
+        <span class="live" data-testid="live-state" data-state=state role="status">{label}</span>
+        <button type="button" class="link-button live-toggle" data-testid="live-toggle"
+            aria-pressed=move || live.paused.get().to_string()
+            on:click=move |_| live.paused.update(|p| *p = !*p)>
+            {move || if live.paused.get() { "Resume updates" } else { "Pause updates" }}
+        </button>
+    }
+    .into_any()
+}
