@@ -167,7 +167,11 @@ pub async fn run(
         metrics,
         settings: Arc::new(settings.clone()),
         store_health: runtime.health.clone(),
-        live_streams: Arc::new(tokio::sync::Semaphore::new(settings.live_max_streams)),
+        live_streams: Arc::new(tokio::sync::Semaphore::new(
+            settings
+                .live_max_streams
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
+        )),
         stopping: stop.clone(),
     };
     let sessions = DbSessionStore::new(Arc::new(store.clone()));

@@ -1,8 +1,8 @@
 //! `GET /console-api/live` (issue 23, item 5): one Server-Sent Events stream per
 //! console tab carrying change notices, never data (`crate::changes`); the page
 //! refetches what it shows. Bounded: at most `live_max_streams` streams a
-//! server (past it a 503, and the tab polls), a notice at most every
-//! [`MIN_GAP`] per stream (changes in between are one notice), and a stream
+//! server (past it a 503, and the tab polls), a notice at once, then none for
+//! [`MIN_GAP`] (changes in between are one notice), and a stream
 //! ends after [`LIFETIME`] (the browser reconnects and is authenticated anew,
 //! so a signed-out or disabled user's stream does not outlive its session for
 //! long).
@@ -24,8 +24,19 @@ use crate::service::ServiceError;
 
 /// The stream's address (under the server functions' prefix, beside them).
 pub const LIVE_PATH: &str = "/console-api/live";
-/// The least time between two notices of one stream.
-pub const MIN_GAP: Duration = Duration::from_millis(250);
+/// The least time between two notices of one stream (the old poll's interval).
+pub const MIN_GAP: Duration = Duration::from_secs(2);
+
+/// What a stream does next.
+#[derive(Clone, Copy)]
+enum Step {
+    /// Say it is open.
+    Ready,
+    /// Wait for a change.
+    Wait,
+    /// Rest after a notice, then wait for a change.
+    Rest,
+}
 /// How long a stream lasts before the browser opens a new one.
 pub const LIFETIME: Duration = Duration::from_secs(600);
 /// A comment line this often keeps proxies from closing an idle stream.
@@ -47,28 +58,38 @@ pub async fn stream(State(state): State<AppState>, MaybeViewer(viewer): MaybeVie
     changes.mark_unchanged();
     let ends = Instant::now() + LIFETIME;
     let stopping = state.stopping.clone();
-    // The first event says the stream is open; then one per change (coalesced).
+    // The first event says the stream is open; then a notice as soon as something
+    // changes, and none for `MIN_GAP` after it (what changes meanwhile is told
+    // at its end): a page never refetches more often than the old poll did.
     let notices = stream::unfold(
-        (changes, place, true),
-        move |(mut changes, place, first)| {
+        (changes, place, Step::Ready),
+        move |(mut changes, place, step)| {
             let stopping = stopping.clone();
             async move {
-                if first {
-                    let ready = Event::default().event("ready").data("{}");
-                    return Some((Ok::<_, Infallible>(ready), (changes, place, false)));
-                }
+                let rest = match step {
+                    Step::Ready => {
+                        let ready = Event::default().event("ready").data("{}");
+                        return Some((Ok::<_, Infallible>(ready), (changes, place, Step::Wait)));
+                    }
+                    Step::Wait => None,
+                    Step::Rest => Some(MIN_GAP),
+                };
+                let changed = async {
+                    if let Some(rest) = rest {
+                        tokio::time::sleep(rest).await;
+                    }
+                    tokio::time::timeout_at(ends, changes.changed()).await
+                };
                 let changed = tokio::select! {
-                    changed = tokio::time::timeout_at(ends, changes.changed()) => changed,
+                    changed = changed => changed,
                     // The server is stopping: the stream ends, the browser reconnects.
                     () = stopping.cancelled() => return None,
                 };
                 match changed {
                     Ok(Ok(())) => {
-                        // Changes that land in the gap are in this notice.
-                        tokio::time::sleep(MIN_GAP).await;
                         changes.mark_unchanged();
                         let notice = Event::default().event("change").data("{}");
-                        Some((Ok(notice), (changes, place, false)))
+                        Some((Ok(notice), (changes, place, Step::Rest)))
                     }
                     // The lifetime is over (or the feed is gone): the browser reconnects.
                     _ => None,

@@ -9,7 +9,6 @@ mod config_notices;
 mod console;
 mod export;
 mod idempotency;
-mod live;
 mod locked_store;
 mod memory_store;
 mod records;

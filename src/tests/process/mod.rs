@@ -12,6 +12,7 @@ mod delivery;
 mod group_crash;
 mod idempotency_crash;
 mod isolation;
+mod live;
 mod multi_node;
 mod openapi;
 mod prometheus;

@@ -1,13 +1,16 @@
-//! The console's live-update stream (issue 23, item 5), read as the browser
-//! reads it: a signed-in tab gets a `ready` event, then a `change` notice when a
-//! run is recorded and when its delivery settles (notices, never data); a
-//! signed-out one is refused; a server at `live_max_streams` answers 503 (the tab
-//! polls) and takes a new stream once one closes.
+//! The console's live-update stream (issue 23, item 5) from a real `herald serve`
+//! of the test's own (the change feed is a process's: this one's changes are only
+//! the test's), read as a browser reads it: signed out is refused; a tab gets
+//! `ready`, nothing while nothing changes, then a `change` notice (no data) when a
+//! run is recorded; a server at `live_max_streams` answers 503 (the tab polls)
+//! and takes a new stream once one closes; SIGTERM ends the open streams, so the
+//! server stops promptly instead of waiting out their ten minutes.
 
 use std::time::Duration;
 
+use herald::store::Engine;
 use reqwest::StatusCode;
-use testkit::{create_run_via_api, TestServer};
+use testkit::{api_token, create_run_via_api, HeraldProcess, TestDb};
 use vocab::Role;
 
 /// An open stream: its body, read event by event.
@@ -17,12 +20,12 @@ struct Stream {
 }
 
 impl Stream {
-    async fn open(server: &TestServer, browser: &reqwest::Client) -> Result<Stream, StatusCode> {
-        let resp = browser
-            .get(server.url("/console-api/live"))
-            .send()
-            .await
-            .unwrap();
+    async fn open(base: &str, token: Option<&str>) -> Result<Stream, StatusCode> {
+        let mut request = reqwest::Client::new().get(format!("{base}/console-api/live"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let resp = request.send().await.unwrap();
         if resp.status() != StatusCode::OK {
             return Err(resp.status());
         }
@@ -63,26 +66,26 @@ impl Stream {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_tab_is_told_of_changes_and_a_full_server_refuses_more_tabs() {
-    let server = TestServer::start_with(|args| args.live_max_streams = Some(2)).await;
-    let operator = server.token(Role::Operator).await;
-    let reader = server.session(Role::Reader).await;
+async fn a_tab_hears_of_changes_a_full_server_refuses_more_and_sigterm_ends_the_streams() {
+    let db = TestDb::new(Engine::Sqlite).await;
+    let token = api_token(&db.url, Role::Reader).await;
+    let operator = api_token(&db.url, Role::Operator).await;
+    let mut herald = HeraldProcess::spawn(&db.url, &["--live-max-streams", "2"]);
+    let base = herald.ready().await;
 
-    let signed_out = server.browser();
     assert_eq!(
-        Stream::open(&server, &signed_out).await.err(),
+        Stream::open(&base, None).await.err(),
         Some(StatusCode::UNAUTHORIZED)
     );
-
-    let mut tab = Stream::open(&server, &reader).await.expect("a stream");
+    let mut tab = Stream::open(&base, Some(&token)).await.expect("a stream");
     let (event, _) = tab
         .next_event(Duration::from_secs(10))
         .await
         .expect("ready");
     assert_eq!(event, "ready");
-    // Other tests of this process write too (the feed is the process's): what
-    // this one asserts is that a notice comes after its own change, carrying no data.
-    create_run_via_api(&reqwest::Client::new(), &server.url(""), &operator, None).await;
+    // Nothing changes, nothing is said (longer than the gap between notices).
+    assert_eq!(tab.next_event(Duration::from_secs(3)).await, None);
+    create_run_via_api(&reqwest::Client::new(), &base, &operator, None).await;
     let (event, data) = tab
         .next_event(Duration::from_secs(10))
         .await
@@ -90,11 +93,12 @@ async fn a_tab_is_told_of_changes_and_a_full_server_refuses_more_tabs() {
     assert_eq!((event.as_str(), data.as_str()), ("change", "{}"));
 
     // Two places: a third tab is refused and polls; a place freed is taken again.
-    let second = Stream::open(&server, &reader)
+    let second = Stream::open(&base, Some(&token))
         .await
         .expect("a second stream");
-    let refused = reader
-        .get(server.url("/console-api/live"))
+    let refused = reqwest::Client::new()
+        .get(format!("{base}/console-api/live"))
+        .bearer_auth(&token)
         .send()
         .await
         .unwrap();
@@ -104,7 +108,7 @@ async fn a_tab_is_told_of_changes_and_a_full_server_refuses_more_tabs() {
     drop(second);
     let mut reopened = None;
     for _ in 0..50 {
-        match Stream::open(&server, &reader).await {
+        match Stream::open(&base, Some(&token)).await {
             Ok(stream) => {
                 reopened = Some(stream);
                 break;
@@ -113,6 +117,14 @@ async fn a_tab_is_told_of_changes_and_a_full_server_refuses_more_tabs() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(reopened.is_some(), "a closed tab's place is given back");
-    server.stop().await;
+    let mut reopened = reopened.expect("a closed tab's place is given back");
+
+    // SIGTERM: the open streams end and the server exits well within their lifetime.
+    herald.sigterm();
+    assert!(
+        herald.exited_within(Duration::from_secs(20)).is_some(),
+        "a graceful stop does not wait on live streams"
+    );
+    let _ = reopened.next_event(Duration::from_secs(5)).await;
+    assert_eq!(reopened.next_event(Duration::from_secs(5)).await, None);
 }
