@@ -99,8 +99,6 @@ pub fn CapabilityNotice(
     }
 }
 
-/// A table panel that scrolls sideways when wider than the screen: a focusable,
-/// named region, so a keyboard can scroll it too.
 /// With the approvals database apart: which store a page could not read, so its
 /// rows are missing while the other store's are shown (one line a store).
 #[component]
@@ -118,6 +116,8 @@ pub fn StoresUnavailable(unavailable: Vec<String>) -> impl IntoView {
         .collect_view()
 }
 
+/// A table panel that scrolls sideways when wider than the screen: a focusable,
+/// named region, so a keyboard can scroll it too.
 #[component]
 pub fn ScrollingTable(
     /// What the region holds, for screen readers.
@@ -131,10 +131,52 @@ pub fn ScrollingTable(
     }
 }
 
+/// Who is signed in, read once a page: the page's parts (the top bar, a form
+/// only some may use) share one read.
+pub type ViewerResource = Resource<Result<Option<Viewer>, Failure>>;
+
+#[derive(Clone, Copy)]
+struct PageViewer(ViewerResource);
+
+/// The viewer of the page being shown: the first part of a page that asks reads
+/// it, and the parts below share that read.
+pub fn page_viewer() -> ViewerResource {
+    use_context::<PageViewer>()
+        .map(|PageViewer(viewer)| viewer)
+        .unwrap_or_else(|| {
+            let viewer = Resource::new(|| (), |_| current_viewer());
+            provide_context(PageViewer(viewer));
+            viewer
+        })
+}
+
+/// A navigation link offered only to a viewer who holds `permission` (the page
+/// refuses everyone else, so nobody is shown a door that will not open).
+#[component]
+fn NavLinkFor(
+    viewer: ViewerResource,
+    permission: Permission,
+    href: &'static str,
+    label: &'static str,
+) -> impl IntoView {
+    view! {
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                viewer
+                    .await
+                    .ok()
+                    .flatten()
+                    .filter(|viewer| viewer.can(permission))
+                    .map(|_| view! { <A href=href>{label}</A> })
+            })}
+        </Suspense>
+    }
+}
+
 /// The top bar: product name, navigation and who is signed in.
 #[component]
 pub fn TopBar() -> impl IntoView {
-    let viewer = Resource::new(|| (), |_| current_viewer());
+    let viewer = page_viewer();
     // `/` anywhere but in a field goes to the search box.
     let slash = window_event_listener(leptos::ev::keydown, focus_find_on_slash);
     on_cleanup(move || slash.remove());
@@ -151,30 +193,11 @@ pub fn TopBar() -> impl IntoView {
             <nav aria-label="Main">
                 <A href="/runs">"Runs"</A>
                 <A href="/deliveries">"Deliveries"</A>
-                // Offered only to whom it opens for (the trail needs runs:write).
-                <Suspense fallback=|| ()>
-                    {move || Suspend::new(async move {
-                        viewer
-                            .await
-                            .ok()
-                            .flatten()
-                            .filter(|viewer| viewer.can(Permission::RunsWrite))
-                            .map(|_| view! { <A href="/audit">"Audit"</A> })
-                    })}
-                </Suspense>
+                // The trail needs runs:write.
+                <NavLinkFor viewer permission=Permission::RunsWrite href="/audit" label="Audit" />
                 <A href="/approvals">"Approvals"</A>
                 <A href="/records">"Records"</A>
-                // Offered only to admins (users:manage).
-                <Suspense fallback=|| ()>
-                    {move || Suspend::new(async move {
-                        viewer
-                            .await
-                            .ok()
-                            .flatten()
-                            .filter(|viewer| viewer.can(Permission::UsersManage))
-                            .map(|_| view! { <A href="/users">"Users"</A> })
-                    })}
-                </Suspense>
+                <NavLinkFor viewer permission=Permission::UsersManage href="/users" label="Users" />
             </nav>
             // A plain form: the server answers a single match with a redirect.
             <form class="find" role="search" action="/search" method="get">

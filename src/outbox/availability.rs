@@ -143,8 +143,16 @@ impl StoreHealth {
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match &mut *state {
-            State::Down { failures, .. } => {
+            State::Down {
+                failures,
+                fault: current,
+                ..
+            } => {
                 *failures += 1;
+                // The outage is reported by what fails now: a Galera node that
+                // loses its quorum first times out waiting for its peers (1205),
+                // then refuses with 1047 once it knows.
+                *current = fault;
                 tracing::debug!(error = %err, class = fault.as_str(), "store still unavailable");
             }
             other => {
@@ -225,5 +233,14 @@ mod tests {
         assert!(metrics
             .render()
             .contains("herald_outbox_available{source=\"jobs\"} 1"));
+    }
+
+    #[test]
+    fn an_outage_is_reported_by_what_fails_now() {
+        let health = StoreHealth::new(Arc::new(Metrics::new()), vec!["jobs"]);
+        health.failed(&refused());
+        let now = health.failed(&StoreError::Corrupt("an unreadable row".into()));
+        assert_eq!(now, StoreFault::Other);
+        assert_eq!(health.outage().expect("still out").fault, StoreFault::Other);
     }
 }

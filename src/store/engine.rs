@@ -85,6 +85,20 @@ impl Engine {
         }
     }
 
+    /// Statements run on a new connection only when the server replicates
+    /// synchronously (`wsrep_on` is ON: MariaDB Galera). Galera certifies a
+    /// commit on every node but applies it on the others a moment later, so a
+    /// producer that creates a run through one Herald node and moves it through
+    /// another (any load balancer) would get 404 for the run it was just told
+    /// exists. `wsrep_sync_wait = 1` makes each read and each transaction's
+    /// start wait until this node has applied everything committed before it.
+    pub fn synchronous_cluster_setup(self) -> &'static [&'static str] {
+        match self {
+            Engine::MySql => &["SET SESSION wsrep_sync_wait = 1"],
+            Engine::Sqlite | Engine::Postgres => &[],
+        }
+    }
+
     /// The statement that opens a write transaction. On SQLite it takes the write lock
     /// up front, so a read-then-write transaction waits instead of failing with BUSY.
     pub fn begin_write(self) -> &'static str {

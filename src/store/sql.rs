@@ -69,6 +69,13 @@ impl SqlStore {
                         for statement in engine.connection_setup() {
                             conn.execute(*statement).await?;
                         }
+                        if !engine.synchronous_cluster_setup().is_empty()
+                            && replicates_synchronously(conn).await?
+                        {
+                            for statement in engine.synchronous_cluster_setup() {
+                                conn.execute(*statement).await?;
+                            }
+                        }
                         Ok(())
                     })
                 })
@@ -168,4 +175,17 @@ impl super::ports::Transactions for SqlStore {
     async fn begin_write(&self) -> Result<super::ports::WriteTx, StoreError> {
         Ok(self.pool.begin_with(self.engine.begin_write()).await?)
     }
+}
+
+/// Whether the server this connection reached is a node of a synchronously
+/// replicated cluster (Galera: `wsrep_on` is ON). Asked with `SHOW VARIABLES`,
+/// which any MySQL or MariaDB answers, with or without Galera built in.
+async fn replicates_synchronously(conn: &mut sqlx::AnyConnection) -> Result<bool, sqlx::Error> {
+    let row = sqlx::query("SHOW VARIABLES LIKE 'wsrep_on'")
+        .fetch_optional(&mut *conn)
+        .await?;
+    Ok(match row {
+        Some(row) => sqlx::Row::try_get::<String, _>(&row, 1)?.eq_ignore_ascii_case("ON"),
+        None => false,
+    })
 }

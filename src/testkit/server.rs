@@ -204,3 +204,30 @@ pub async fn wait_ready(client: &reqwest::Client, base: &str) {
     )
     .await;
 }
+
+/// A config file with a `deal` approval of Opportunity records (one Manager step,
+/// decided by an admin) whose prompts go to `hook` through the route `approvers`.
+/// `settings` (top-level keys) go before it, `more` (the definition's actions,
+/// say) after it.
+pub fn deal_approval_config(hook: &str, settings: &str, more: &str) -> tempfile::NamedTempFile {
+    let text = format!(
+        r#"{settings}
+[[routes]]
+name = "approvers"
+channel = "webhook"
+url = "{hook}"
+
+[[approval_definitions]]
+id = "deal"
+object = "Opportunity"
+
+[[approval_definitions.steps]]
+name = "Manager"
+approver = {{ role = "admin" }}
+route = "approvers"
+{more}"#
+    );
+    let file = tempfile::NamedTempFile::new().expect("a temporary config file");
+    std::fs::write(file.path(), text).expect("write the config file");
+    file
+}

@@ -11,11 +11,9 @@ use leptos_meta::Title;
 use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
-use crate::api::{
-    bulk_retry, current_viewer, list_deliveries, list_failure_groups, preview_bulk_retry, Failure,
-};
+use crate::api::{bulk_retry, list_deliveries, list_failure_groups, preview_bulk_retry, Failure};
 use crate::components::{
-    focus_within, poll_while_visible, ErrorPanel, ExportLinks, LongId, ScrollingTable,
+    focus_within, page_viewer, poll_while_visible, ErrorPanel, ExportLinks, LongId, ScrollingTable,
     StoresUnavailable, TopBar,
 };
 use crate::dto::{
@@ -73,7 +71,7 @@ pub fn DeliveriesPage() -> impl IntoView {
         })
     });
     let page = Resource::new(move || query.get(), list_deliveries);
-    let viewer = Resource::new(|| (), |_| current_viewer());
+    let viewer = page_viewer();
     // The groups count everything that needs attention: they show on that view
     // (the page's first), not yet narrowed to one group.
     let shows_groups = Memo::new(move |_| {

@@ -8,8 +8,8 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::accounts::{add_user, change_user, create_token, list_accounts, revoke_token};
-use crate::api::{current_viewer, Failure};
-use crate::components::{ErrorPanel, ScrollingTable, TopBar};
+use crate::api::Failure;
+use crate::components::{page_viewer, ErrorPanel, ScrollingTable, TopBar, ViewerResource};
 use crate::dto::{AccountOutcome, AccountsView, Permission, Role, TokenRow, UserAction, UserRow};
 use crate::format::display_time;
 
@@ -62,6 +62,8 @@ struct Pending {
 
 #[component]
 pub fn UsersPage() -> impl IntoView {
+    // Read once for the page: the top bar and the forms share it.
+    let viewer = page_viewer();
     let accounts = Resource::new(|| (), |_| list_accounts());
     let act = Action::new(|command: &Command| send(command.clone()));
     let pending = RwSignal::new(None::<Pending>);
@@ -83,7 +85,7 @@ pub fn UsersPage() -> impl IntoView {
             </div>
             <Outcome act />
             <Confirm pending act />
-            <Lists accounts act pending />
+            <Lists accounts act pending viewer />
         </main>
     }
 }
@@ -96,10 +98,10 @@ fn Lists(
     accounts: Resource<Result<AccountsView, Failure>>,
     act: Action<Command, Result<AccountOutcome, Failure>>,
     pending: RwSignal<Option<Pending>>,
+    viewer: ViewerResource,
 ) -> impl IntoView {
     // The forms are for whoever may manage users, read once: never rebuilt by a
     // reload of the lists.
-    let viewer = Resource::new(|| (), |_| current_viewer());
     let manages = move || async move {
         viewer
             .await

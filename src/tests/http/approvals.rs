@@ -12,7 +12,8 @@ use testkit::{api_token, metrics_with, wait_for, Receiver, TestServer};
 use vocab::Role;
 
 fn config(receiver: &Receiver) -> tempfile::NamedTempFile {
-    let text = format!(
+    testkit::deal_approval_config(
+        &receiver.url_for("approvals"),
         r#"
 worker_poll_interval_ms = 50
 maintenance_interval_ms = 100
@@ -21,21 +22,8 @@ max_backoff_ms = 600000
 replay_poll_interval_ms = 50
 replay_initial_backoff_ms = 50
 replay_max_backoff_ms = 100
-
-[[routes]]
-name = "approvers"
-channel = "webhook"
-url = "{hook}"
-
-[[approval_definitions]]
-id = "deal"
-object = "Opportunity"
-
-[[approval_definitions.steps]]
-name = "Manager"
-approver = {{ role = "admin" }}
-route = "approvers"
-
+"#,
+        r#"
 [[approval_definitions.actions.recall]]
 type = "FieldUpdate"
 id = "acct"
@@ -48,11 +36,7 @@ type = "Alert"
 id = "tell"
 route = "approvers"
 "#,
-        hook = receiver.url_for("approvals"),
-    );
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), text).unwrap();
-    file
+    )
 }
 
 struct Api {

@@ -26,27 +26,7 @@ async fn records_on_mysql() {
 }
 
 fn config(receiver: &Receiver) -> tempfile::NamedTempFile {
-    let text = format!(
-        r#"
-[[routes]]
-name = "approvers"
-channel = "webhook"
-url = "{hook}"
-
-[[approval_definitions]]
-id = "deal"
-object = "Opportunity"
-
-[[approval_definitions.steps]]
-name = "Manager"
-approver = {{ role = "admin" }}
-route = "approvers"
-"#,
-        hook = receiver.url_for("approvals"),
-    );
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), text).unwrap();
-    file
+    testkit::deal_approval_config(&receiver.url_for("approvals"), "", "")
 }
 
 fn ids(page: &Value) -> Vec<String> {

@@ -15,7 +15,8 @@ use herald::store::{Engine, SqlStore, StoreOptions};
 use testkit::callback;
 use testkit::cluster::{
     attempts_by_worker, count, drive, events, holder_is, overlapping_attempts, readiness,
-    replay_targets, Acknowledged, Api, EventRow, Galera, Node, APPROVALS_CONFIG, CALLBACK_SECRET,
+    replay_targets, Acknowledged, Answer, Api, EventRow, Galera, Node, APPROVALS_CONFIG,
+    CALLBACK_SECRET,
 };
 use testkit::{api_token, enqueue, lines_with, wait_for, Receiver, TestDb};
 use vocab::Role;
@@ -548,6 +549,54 @@ async fn three_nodes_on_galera_survive_a_database_kill_a_node_kill_and_a_quorum_
     }
     let bases: Vec<String> = nodes.iter().flatten().map(|n| n.base.clone()).collect();
     let api = Api::new(bases.clone(), token.clone());
+    // Every session on a Galera node reads causally (Engine::synchronous_cluster_setup).
+    assert_eq!(
+        count(
+            store.pool(),
+            "SELECT CAST(@@SESSION.wsrep_sync_wait AS SIGNED) AS n"
+        )
+        .await,
+        1,
+        "Herald's sessions on Galera wait for causality"
+    );
+    // A run created through one node is there for the very next request on
+    // another, as a producer behind a load balancer expects: eight producers at
+    // once, so the nodes are busy applying each other's writes.
+    let producers: Vec<_> = (0..8)
+        .map(|p| {
+            let (api, url) = (api.clone(), receiver.url());
+            tokio::spawn(async move {
+                for i in (p * 15)..(p * 15 + 15) {
+                    let created = api
+                        .post(
+                            i,
+                            "/api/v1/runs",
+                            &serde_json::json!({"type": "load", "tenant": "nodes", "callback_url": url}),
+                        )
+                        .await;
+                    let Answer::Ok(run) = created else {
+                        panic!("create {i}: {created:?}");
+                    };
+                    let moved = api
+                        .post(
+                            i + 1,
+                            &format!("/api/v1/runs/{}/transitions", run["id"].as_str().unwrap()),
+                            &serde_json::json!({"to": "running"}),
+                        )
+                        .await;
+                    assert!(
+                        matches!(moved, Answer::Ok(_)),
+                        "a run created on node {} was not found on node {}: {moved:?}",
+                        i % 3 + 1,
+                        (i + 1) % 3 + 1
+                    );
+                }
+            })
+        })
+        .collect();
+    for producer in producers {
+        producer.await.expect("a producer failed");
+    }
     let load = tokio::spawn(drive(api.clone(), runs, recalls, 12, receiver.url()));
 
     // Database node 3 dies mid-run; Herald node 3 loses its store.
