@@ -1,6 +1,8 @@
-//! Console render times at scale: 1,000,000 runs and 3,000,000 outbox events.
+//! Console render times at scale: 1,000,000 runs and 3,000,000 outbox events (and a
+//! day of the overview's per-minute rollups).
 //!
-//! `cargo bench --bench console -- [sqlite|postgres] [runs N] [requests N]`
+//! `cargo bench --bench console -- [sqlite|postgres] [runs N] [requests N] [pages]`
+//! (`pages`: without the reconciliation exports)
 //! With no arguments: SQLite and PostgreSQL, 1,000,000 runs, 200 timed requests per page.
 //!
 //! The store is seeded in bulk with SQL, then a real `herald serve` (the release
@@ -31,6 +33,8 @@ struct Args {
     engines: Vec<Engine>,
     runs: i64,
     requests: usize,
+    /// Time the reconciliation exports too (`pages`: the pages only).
+    exports: bool,
 }
 
 fn parse_args() -> Args {
@@ -38,12 +42,14 @@ fn parse_args() -> Args {
         engines: Vec::new(),
         runs: 1_000_000,
         requests: 200,
+        exports: true,
     };
     let mut it = std::env::args().skip(1).filter(|a| a != "--bench");
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "sqlite" => args.engines.push(Engine::Sqlite),
             "postgres" => args.engines.push(Engine::Postgres),
+            "pages" => args.exports = false,
             "runs" => args.runs = it.next().and_then(|n| n.parse().ok()).expect("runs N"),
             "requests" => {
                 args.requests = it.next().and_then(|n| n.parse().ok()).expect("requests N")
@@ -59,20 +65,22 @@ fn parse_args() -> Args {
 
 /// Bulk seed: `runs` finished runs over 20 types and 500 tenants, each with a
 /// callback and two route deliveries (three events), statuses spread as above.
+/// `WITH n(i)`: the numbers 1 to `count`.
+fn numbers(engine: Engine, count: i64) -> String {
+    match engine {
+        Engine::Sqlite => format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {count})"
+        ),
+        Engine::Postgres => format!("WITH n(i) AS (SELECT generate_series(1, {count})::bigint)"),
+        Engine::MySql => unimplemented!(),
+    }
+}
+
 fn seed_sql(engine: Engine, runs: i64) -> Vec<String> {
-    let (numbers, id, text) = match engine {
-        Engine::Sqlite => (
-            format!(
-                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {runs})"
-            ),
-            "printf('0190%012d', i)",
-            "",
-        ),
-        Engine::Postgres => (
-            format!("WITH n(i) AS (SELECT generate_series(1, {runs})::bigint)"),
-            "'0190' || lpad(i::text, 12, '0')",
-            "::text",
-        ),
+    let numbers = numbers(engine, runs);
+    let (id, text) = match engine {
+        Engine::Sqlite => ("printf('0190%012d', i)", ""),
+        Engine::Postgres => ("'0190' || lpad(i::text, 12, '0')", "::text"),
         Engine::MySql => unimplemented!(),
     };
     let at = format!("{BASE_MS} + i * 1000");
@@ -109,7 +117,43 @@ fn seed_sql(engine: Engine, runs: i64) -> Vec<String> {
          WHERE run_type NOT IN (SELECT run_type FROM run_types)"
             .into(),
     );
+    statements.extend(rollups_sql(engine));
     statements.push("ANALYZE".into());
+    statements
+}
+
+/// A day of the overview's per-minute rollups up to now, as a busy store keeps
+/// them: per minute, callbacks and route deliveries completed (with latency
+/// buckets), failures at two destinations, and the backlog sample. The mark says
+/// every minute before the current one is final (the server's own first pass
+/// recounts only the current minute, from the seeded outbox).
+fn rollups_sql(engine: Engine) -> Vec<String> {
+    use herald::store::rollups::MINUTE_MS;
+    let now = herald::clock::local_now_ms();
+    let current = now - now % MINUTE_MS;
+    let numbers = numbers(engine, 24 * 60);
+    let minute = format!("{current} - i * {MINUTE_MS}");
+    let latency = "'0,40,300,600,200,60,20,5,2,1,0,0,0,0,0,0'";
+    let mut statements: Vec<String> = [
+        ("jobs", "callback", "completed", "''", "1200 + i % 300", latency),
+        ("jobs", "delivery", "completed", "''", "2400 + i % 500", latency),
+        ("jobs", "callback", "failed", "'https://hooks.example.com'", "i % 3", "NULL"),
+        ("jobs", "delivery", "failed", "'https://chat.example.com'", "i % 2", "NULL"),
+        ("", "", "pending", "''", "40 + i % 90", "NULL"),
+    ]
+    .iter()
+    .map(|(source, kind, status, destination, deliveries, latency)| {
+        format!(
+            "{numbers} INSERT INTO delivery_minutes \
+             (minute, source, kind, status, destination, deliveries, latency, oldest_at) \
+             SELECT {minute}, '{source}', '{kind}', '{status}', {destination}, {deliveries}, {latency}, \
+             CASE WHEN '{status}' = 'pending' THEN {minute} - 5000 END FROM n"
+        )
+    })
+    .collect();
+    statements.push(format!(
+        "UPDATE delivery_rollup_state SET final_before = {current} WHERE id = 1"
+    ));
     statements
 }
 
@@ -268,6 +312,12 @@ async fn main() {
         println!("| --- | --- | --- | --- | --- | --- |");
         let newest = format!("0190{:012}", args.runs);
         for path in [
+            "/overview".to_string(),
+            "/overview?window=day".to_string(),
+            "/overview?window=day&kind=callback".to_string(),
+            format!("/search?q={newest}"),
+            // The end of an id (as the console shows one): a scan of every table.
+            format!("/search?q={}", &newest[newest.len() - 12..]),
             "/runs".to_string(),
             "/runs?delivery=needs_attention".to_string(),
             "/runs?delivery=failed&type=type-7".to_string(),
@@ -281,10 +331,14 @@ async fn main() {
                 time_page(&client, &server.base, &token, &path, args.requests).await
             );
         }
-        println!("\n| reconciliation export of every event | rows | seconds | rows/s | peak RSS |");
-        println!("| --- | --- | --- | --- | --- |");
-        println!("{}", export_over_http(&client, &server, &token).await);
-        println!("{}", export_from_the_command_line(&db.url));
+        if args.exports {
+            println!(
+                "\n| reconciliation export of every event | rows | seconds | rows/s | peak RSS |"
+            );
+            println!("| --- | --- | --- | --- | --- |");
+            println!("{}", export_over_http(&client, &server, &token).await);
+            println!("{}", export_from_the_command_line(&db.url));
+        }
         drop(server);
         db.drop_db().await;
     }

@@ -83,9 +83,9 @@ for role in admin operator reader; do
   printf '%s' "$role-password-e2e" | "$bin" user add "$role" --role "$role" --password-stdin
   printf '%s' "$role-password-e2e" | "$bin" user add "$role" --role "$role" --password-stdin --database-url "$two_jobs"
 done
-start 'Herald console: (http://127\.0\.0\.1:[0-9]+)/runs$' "$bin" serve --listen 127.0.0.1:0 --site-root ../target/site
+start 'Herald console: (http://127\.0\.0\.1:[0-9]+)/overview$' "$bin" serve --listen 127.0.0.1:0 --site-root ../target/site
 base=$url herald=$pid
-start 'Herald console: (http://127\.0\.0\.1:[0-9]+)/runs$' env HERALD_DATABASE_URL="$two_jobs" \
+start 'Herald console: (http://127\.0\.0\.1:[0-9]+)/overview$' env HERALD_DATABASE_URL="$two_jobs" \
   HERALD_APPROVALS_DATABASE_URL="sqlite://$dir/two-approvals.db" \
   "$bin" serve --listen 127.0.0.1:0 --site-root ../target/site
 two=$url two_pid=$pid

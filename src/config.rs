@@ -136,6 +136,8 @@ settings! {
     drain_deadline_secs: u64 = 30, "HERALD_DRAIN_DEADLINE_SECS";
     /// How often the maintenance sweep and metrics refresh run, in milliseconds [default: 5000]
     maintenance_interval_ms: u64 = 5_000, "HERALD_MAINTENANCE_INTERVAL_MS";
+    /// How often the overview's per-minute rollups are recounted (by one node), in milliseconds [default: 10000]
+    rollup_interval_ms: u64 = 10_000, "HERALD_ROLLUP_INTERVAL_MS";
     /// Timeout of one outbound delivery request, in milliseconds [default: 15000]
     http_timeout_ms: u64 = 15_000, "HERALD_HTTP_TIMEOUT_MS";
     /// Non-public networks deliveries may reach, e.g. "127.0.0.0/8,::1" [default: none]
@@ -252,6 +254,7 @@ impl Settings {
             ("initial_backoff_ms", self.initial_backoff_ms),
             ("max_backoff_ms", self.max_backoff_ms),
             ("maintenance_interval_ms", self.maintenance_interval_ms),
+            ("rollup_interval_ms", self.rollup_interval_ms),
             ("http_timeout_ms", self.http_timeout_ms),
             ("chat_max_chars", self.chat_max_chars as u64),
             (

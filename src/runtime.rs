@@ -36,6 +36,7 @@ use crate::outbox::metrics::Metrics;
 use crate::outbox::model::Source;
 use crate::outbox::policy::RetryPolicy;
 use crate::outbox::retention::Retention;
+use crate::outbox::rollup::RollupPasses;
 use crate::outbox::worker::{DrainReport, Worker, WorkerConfig};
 use crate::outbox::Outbox;
 use crate::routes::{DeliveryHandler, Routes};
@@ -442,6 +443,11 @@ impl Runtime {
                 registries: group.registries,
                 passes: Default::default(),
                 health,
+                rollups: Some(RollupPasses::new(
+                    Arc::new(group.store.clone()),
+                    node.clone(),
+                    Duration::from_millis(settings.rollup_interval_ms),
+                )),
             };
             runtime
                 .background

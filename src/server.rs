@@ -180,7 +180,7 @@ pub async fn run(
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, engine = store.engine().name(), "Herald is serving");
-    println!("Herald console: http://{addr}/runs");
+    println!("Herald console: http://{addr}/overview");
 
     let stop_on_signal = stop.clone();
     // Pages are streamed in several writes: without TCP_NODELAY, Nagle's algorithm

@@ -186,11 +186,12 @@ pub fn TopBar() -> impl IntoView {
             "Skip to content"
         </a>
         <header class="topbar">
-            <a class="brand" href="/runs">
+            <a class="brand" href="/overview">
                 <span class="brand-mark" aria-hidden="true">"◆"</span>
                 "Herald"
             </a>
             <nav aria-label="Main">
+                <A href="/overview">"Overview"</A>
                 <A href="/runs">"Runs"</A>
                 <A href="/deliveries">"Deliveries"</A>
                 // The trail needs runs:write.

@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use crate::dto::{
     AccountOutcome, AccountsView, ApprovalDetailView, ApprovalRow, AuditPage, BreakerClosed,
     BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage, DeliveryQuery, DeliveryView,
-    FailureGroups, RecordDetail, RecordsPage, ReplayShelfView, RetryCommand, RunPage, RunQuery,
-    RunView, SearchAnswer, Viewer,
+    FailureGroups, OverviewQuery, OverviewView, RecordDetail, RecordsPage, ReplayShelfView,
+    RetryCommand, RunPage, RunQuery, RunView, SearchAnswer, Viewer,
 };
 
 /// A failure the console can show: an HTTP-like status and a human message.
@@ -49,6 +49,13 @@ pub trait ConsolePort: Send + Sync + 'static {
 
     /// The deliveries that need attention grouped by kind, destination and cause.
     async fn failure_groups(&self, viewer: Option<&Viewer>) -> Result<FailureGroups, ConsoleError>;
+
+    /// How delivery went over the last hour or day (the overview).
+    async fn overview(
+        &self,
+        viewer: Option<&Viewer>,
+        query: OverviewQuery,
+    ) -> Result<OverviewView, ConsoleError>;
 
     async fn bulk_preview(
         &self,

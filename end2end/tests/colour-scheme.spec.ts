@@ -29,6 +29,8 @@ async function background(page: Page) {
 /** Each page a role may open, and the refusals and designed states it meets. */
 function pagesOf(role: string) {
   const pages = [
+    "/overview",
+    "/overview?window=day&kind=callback",
     "/runs",
     `/runs?tenant=${tag}-none`,
     `/runs/${runId}`,

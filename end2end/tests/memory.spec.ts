@@ -1,9 +1,9 @@
 import type { APIRequestContext } from "@playwright/test";
-import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { test, expect } from "./fixtures";
 import { password, signIn } from "./helpers";
 import { expectAccessible } from "./a11y";
+import { startOwnServer, target, type OwnServer } from "./own-server";
 
 // The ephemeral store: its own `herald serve --database-url memory://` (the shared
 // test server runs on SQLite), on a port it picks itself. Runs work; the pages that
@@ -12,58 +12,15 @@ import { expectAccessible } from "./a11y";
 
 test.describe.configure({ mode: "serial" });
 
-/** Bounds for a loaded machine: how long the server may take to listen and be ready. */
-const START_MS = 60_000;
-const target = path.resolve(__dirname, "..", "..", "target");
-let server: ChildProcess | undefined;
+let server: OwnServer | undefined;
 let base = "";
 let api: APIRequestContext;
 
 test.use({ baseURL: async ({}, use) => use(base) });
 
-/** Starts `herald serve` on port 0 and resolves to its URL once it prints it. */
-function serve(args: string[]): Promise<string> {
-  // Only the settings given here: none of the caller's HERALD_* variables.
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("HERALD_")));
-  const child = spawn(path.join(target, process.env.PROFILE ?? "debug", "herald"), ["serve", "--listen", "127.0.0.1:0", ...args], {
-    env: { ...env, HERALD_ADMIN_PASSWORD: password("admin"), HERALD_DRAIN_DEADLINE_SECS: "2" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  server = child;
-  return new Promise((resolve, reject) => {
-    let stdout = "";
-    let stderr = "";
-    const fail = (why: string) => {
-      clearTimeout(timer);
-      reject(new Error(`herald ${why}:\n${stderr}`));
-    };
-    const timer = setTimeout(() => fail(`printed no URL within ${START_MS} ms`), START_MS);
-    const onStdout = (chunk: Buffer) => {
-      stdout += chunk;
-      const url = stdout.match(/Herald console: (http:\/\/127\.0\.0\.1:\d+)\/runs\n/)?.[1];
-      if (url) {
-        clearTimeout(timer);
-        // Still drained, so the child never blocks writing to a full pipe.
-        child.stdout!.off("data", onStdout).resume();
-        resolve(url);
-      }
-    };
-    child.stdout!.on("data", onStdout);
-    child.stderr!.on("data", (chunk) => (stderr = (stderr + chunk).slice(-4_000)));
-    child.once("error", (err) => fail(`did not start: ${err.message}`));
-    child.once("exit", (code, signal) => fail(`exited (${code ?? signal}) before listening`));
-  });
-}
-
 test.beforeAll(async ({ playwright }) => {
-  base = await serve(["--database-url", "memory://", "--site-root", path.join(target, "site")]);
-  // Listening is not yet ready.
-  const readyz = async () => {
-    const resp = await fetch(`${base}/readyz`).catch(() => undefined);
-    await resp?.arrayBuffer();
-    return resp?.status;
-  };
-  await expect.poll(readyz, { timeout: START_MS }).toBe(200);
+  server = await startOwnServer(["--database-url", "memory://", "--site-root", path.join(target, "site")]);
+  base = server.base;
   api = await playwright.request.newContext({ baseURL: base, extraHTTPHeaders: { origin: base } });
   const login = await api.post("/auth/login", {
     form: { username: "admin", password: password("admin"), next: "/runs" },
@@ -74,14 +31,7 @@ test.beforeAll(async ({ playwright }) => {
 
 test.afterAll(async () => {
   await api?.dispose();
-  const child = server;
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once("exit", resolve));
-  child.kill("SIGTERM");
-  // Bounded: a server that does not stop is killed outright.
-  const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
-  await exited;
-  clearTimeout(timer);
+  await server?.stop();
 });
 
 test("pages that need the outbox say durable delivery is unavailable on this store", async ({ page }) => {
@@ -103,7 +53,7 @@ test("pages that need the outbox say durable delivery is unavailable on this sto
   await expect(page).toHaveURL(/\/deliveries$/);
   await expect(page.getByTestId("capability-unavailable")).toBeVisible();
 
-  for (const path of ["/deliveries", "/audit"]) {
+  for (const path of ["/overview", "/deliveries", "/audit"]) {
     await page.goto(path);
     const notice = page.getByTestId("capability-unavailable");
     await expect(notice).toBeVisible();

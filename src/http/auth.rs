@@ -20,6 +20,7 @@ use crate::service::ServiceError;
 
 /// Console pages that need a signed-in user (the page and everything below it).
 const GUARDED_PAGES: &[&str] = &[
+    "/overview",
     "/runs",
     "/audit",
     "/deliveries",
@@ -88,7 +89,7 @@ pub async fn authenticate(
             .uri()
             .path_and_query()
             .map(|p| p.as_str().to_string())
-            .unwrap_or_else(|| "/runs".into());
+            .unwrap_or_else(|| "/overview".into());
         return Redirect::to(&format!("/login?next={}", urlencode(&next))).into_response();
     }
     if let Some(viewer) = viewer {
@@ -173,7 +174,8 @@ fn safe_next(next: Option<&str>) -> String {
         {
             path.to_string()
         }
-        _ => "/runs".to_string(),
+        // The landing page after sign-in.
+        _ => "/overview".to_string(),
     }
 }
 
@@ -285,10 +287,10 @@ mod tests {
             safe_next(Some("/runs?status=failed")),
             "/runs?status=failed"
         );
-        assert_eq!(safe_next(Some("//evil.example")), "/runs");
-        assert_eq!(safe_next(Some("https://evil.example")), "/runs");
-        assert_eq!(safe_next(Some("/\t/evil.example")), "/runs");
-        assert_eq!(safe_next(Some("/\n/evil.example")), "/runs");
-        assert_eq!(safe_next(None), "/runs");
+        assert_eq!(safe_next(Some("//evil.example")), "/overview");
+        assert_eq!(safe_next(Some("https://evil.example")), "/overview");
+        assert_eq!(safe_next(Some("/\t/evil.example")), "/overview");
+        assert_eq!(safe_next(Some("/\n/evil.example")), "/overview");
+        assert_eq!(safe_next(None), "/overview", "the landing page");
     }
 }

@@ -79,7 +79,7 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
         )));
 
     Router::new()
-        .route("/", get(|| async { Redirect::to("/runs") }))
+        .route("/", get(|| async { Redirect::to("/overview") }))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))

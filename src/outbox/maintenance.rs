@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::availability::{StoreBackoff, StoreHealth};
 use super::metrics::Metrics;
 use super::model::DeadLetterNotifier;
+use super::rollup::RollupPasses;
 use crate::store::ports::{OutboxStore, SweepReport};
 
 /// Rows one sweep looks at, so start-up recovery of a large backlog stays bounded.
@@ -32,6 +33,8 @@ pub struct Maintenance {
     pub passes: std::sync::atomic::AtomicU64,
     /// The store's availability (shared with its workers): each pass reports to it.
     pub health: Arc<StoreHealth>,
+    /// The overview's rollups, recounted after the counts when due.
+    pub rollups: Option<RollupPasses>,
 }
 
 impl Maintenance {
@@ -70,6 +73,12 @@ impl Maintenance {
             Ok(stats) => {
                 for source in &self.sources {
                     self.metrics.refresh(source, stats, stats.now_ms);
+                }
+                if let Some(rollups) = &self.rollups {
+                    // The overview lags while this fails; delivery does not.
+                    if let Err(err) = rollups.run_if_due(stats).await {
+                        tracing::warn!(error = %err, "could not recount the overview's rollups");
+                    }
                 }
             }
             Err(err) => {

@@ -13,6 +13,7 @@ pub mod model;
 pub mod peer_notice;
 pub mod policy;
 pub mod retention;
+pub mod rollup;
 pub mod test_pause;
 pub mod worker;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use app::dto::{
     AttemptView, AuditPage, BulkOutcome, BulkPreview, DeliveryCounts, DeliveryDetail, DeliveryPage,
-    DeliveryQuery, DeliveryView, FailureGroups,
+    DeliveryQuery, DeliveryView, FailureGroups, OverviewQuery, OverviewView,
 };
 
 use serde::Deserialize;
@@ -20,6 +20,7 @@ use super::delivery_views::{
 use super::error_class;
 use super::export::{AuditExportQuery, AuditRows, EventExport, EventRows, Export, ExportQuery};
 use super::failures::{self, FAILURE_GROUPS};
+use super::overview;
 use super::{require, ServiceError};
 use crate::outbox::handler::Registry;
 use crate::outbox::model::{EventRecord, RetryRefusal};
@@ -345,6 +346,33 @@ impl DeliveryService {
             );
         }
         Ok(failures::merge(groups, unavailable))
+    }
+
+    /// How delivery went over the last hour or day, from every store's
+    /// per-minute rollups (never the outbox itself). Readers too: counts only.
+    pub async fn overview(
+        &self,
+        viewer: Option<&Viewer>,
+        query: OverviewQuery,
+    ) -> Result<OverviewView, ServiceError> {
+        require(viewer, Permission::RunsRead)?;
+        self.require_durable()?;
+        let mut minutes = Vec::new();
+        let mut unavailable = Vec::new();
+        let mut now_ms = 0;
+        // From the window's first bar by this node's clock, with a few minutes
+        // to spare for a store's clock ahead of it; the summary trims to the
+        // window by the stores' own clock.
+        let since = overview::since(&query, crate::clock::local_now_ms())
+            - 5 * crate::store::rollups::MINUTE_MS;
+        for part in &self.parts {
+            let read = part.reads.delivery_minutes(since).await;
+            if let Some((rows, now)) = self.partial(part, read, &mut unavailable)? {
+                minutes.extend(rows);
+                now_ms = now_ms.max(now);
+            }
+        }
+        Ok(overview::summarise(query, &minutes, now_ms, unavailable))
     }
 
     /// The whole audit trail of every store, for the Audit page's Export.

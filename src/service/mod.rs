@@ -11,6 +11,7 @@ pub mod error_class;
 pub mod export;
 pub mod failures;
 pub mod idempotency;
+pub mod overview;
 pub mod records;
 pub mod run_approvals;
 pub mod runs;

@@ -124,6 +124,13 @@ fn cause_of_error(rules: &[(&str, i64)]) -> (String, Vec<Arg<'static>>) {
 
 #[async_trait]
 impl DeliveryReads for SqlStore {
+    async fn delivery_minutes(
+        &self,
+        since_ms: i64,
+    ) -> Result<(Vec<super::rollups::DeliveryMinute>, i64), StoreError> {
+        self.read_delivery_minutes(since_ms).await
+    }
+
     async fn status_counts(
         &self,
         parent_type: &str,
@@ -265,24 +272,46 @@ impl DeliveryReads for SqlStore {
             (IdKind::Record, "records", "id", "object", "''"),
         ];
         let escaped = like_escaped(needle);
+        // The exact id first, through each primary key: a whole id pasted (the
+        // usual case) is answered without reading any table through.
         let mut found = Vec::new();
         for (kind, table, id, owner_type, owner_id) in TABLES {
-            // The exact id through the primary key; a part of one by a scan (a
-            // pasted id is rarely a prefix: ids are time-ordered UUIDs, and the
-            // console shows their last characters).
             let sql = format!(
                 "SELECT {id} AS found_id, {owner_type} AS owner_type, {owner_id} AS owner_id \
-                 FROM {table} WHERE {id} = ? \
-                 UNION ALL \
-                 SELECT * FROM (SELECT {id} AS found_id, {owner_type} AS owner_type, {owner_id} AS owner_id \
-                 FROM {table} WHERE ({id} LIKE ? ESCAPE '!' OR {id} LIKE ? ESCAPE '!') AND {id} <> ? \
-                 LIMIT {limit}) AS parts"
+                 FROM {table} WHERE {id} = ?"
             );
             let rows = sqlx::query(&self.engine.sql(&sql))
                 .bind(needle)
+                .fetch_all(&self.pool)
+                .await?;
+            for row in &rows {
+                let found_id = text(row, "found_id")?;
+                // MariaDB's collation may ignore case: the needle's case holds.
+                if found_id == needle {
+                    found.push(IdMatch {
+                        kind,
+                        exact: true,
+                        owner_type: text(row, "owner_type")?,
+                        owner_id: text(row, "owner_id")?,
+                        id: found_id,
+                    });
+                }
+            }
+        }
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        for (kind, table, id, owner_type, owner_id) in TABLES {
+            // A part of an id by a scan (a pasted id is rarely a prefix: ids are
+            // time-ordered UUIDs, and the console shows their last characters).
+            let sql = format!(
+                "SELECT {id} AS found_id, {owner_type} AS owner_type, {owner_id} AS owner_id \
+                 FROM {table} WHERE ({id} LIKE ? ESCAPE '!' OR {id} LIKE ? ESCAPE '!') \
+                 LIMIT {limit}"
+            );
+            let rows = sqlx::query(&self.engine.sql(&sql))
                 .bind(format!("{escaped}%"))
                 .bind(format!("%{escaped}"))
-                .bind(needle)
                 .fetch_all(&self.pool)
                 .await?;
             for row in &rows {

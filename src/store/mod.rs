@@ -17,6 +17,7 @@ mod outbox;
 pub mod ports;
 mod records;
 pub mod retention;
+pub mod rollups;
 pub mod row;
 mod runs;
 mod sessions;

@@ -545,8 +545,9 @@ pub trait DeliveryReads: Send + Sync {
         before_id: Option<&str>,
         limit: u32,
     ) -> Result<Vec<AuditRecord>, StoreError>;
-    /// Runs, events, approvals and records whose id is `needle`, starts with it or
-    /// ends with it (case as given), at most `limit` of each table, exact ones first.
+    /// Runs, events, approvals and records whose id is `needle`; when none is,
+    /// those whose id starts or ends with it (case as given), at most `limit` of
+    /// each table.
     async fn find_ids(&self, needle: &str, limit: u32) -> Result<Vec<IdMatch>, StoreError>;
     /// Failed and uncertain events grouped by kind, source, destination and cause
     /// (errors sorted by `rules`, as [`CauseRules`] says), largest groups first,
@@ -556,6 +557,12 @@ pub trait DeliveryReads: Send + Sync {
         rules: &[(&'static str, i64)],
         limit: u32,
     ) -> Result<Vec<FailureGroup>, StoreError>;
+    /// Every per-minute rollup row (`store::rollups`) of the minutes starting at
+    /// or after `since_ms`, oldest first, and the store's clock.
+    async fn delivery_minutes(
+        &self,
+        since_ms: i64,
+    ) -> Result<(Vec<super::rollups::DeliveryMinute>, i64), StoreError>;
 }
 
 /// What a searched id names (the console's word too).

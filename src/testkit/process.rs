@@ -86,9 +86,10 @@ impl HeraldProcess {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let printed = std::fs::read_to_string(&self.out).unwrap_or_default();
-            let served = printed
-                .lines()
-                .find_map(|line| line.strip_prefix("Herald console: ")?.strip_suffix("/runs"));
+            let served = printed.lines().find_map(|line| {
+                line.strip_prefix("Herald console: ")?
+                    .strip_suffix("/overview")
+            });
             if let Some(base) = served {
                 return base.to_string();
             }

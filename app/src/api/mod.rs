@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::dto::{
     AuditPage, BreakerClosed, BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
-    DeliveryQuery, DeliveryView, FailureGroups, RetryCommand, RunPage, RunView, SearchAnswer,
-    Viewer,
+    DeliveryQuery, DeliveryView, FailureGroups, OverviewQuery, OverviewView, RetryCommand, RunPage,
+    RunView, SearchAnswer, Viewer,
 };
 #[cfg(feature = "ssr")]
 use crate::dto::{DeliveryFilter, RunQuery, RunStatus};
@@ -214,6 +214,16 @@ pub async fn list_failure_groups() -> Result<FailureGroups, Failure> {
     let viewer = server::viewer();
     server::port()?
         .failure_groups(viewer.as_ref())
+        .await
+        .map_err(server::from_port)
+}
+
+/// How delivery went over the last hour or day, from the per-minute rollups.
+#[server(prefix = "/console-api", endpoint = "overview", input = Json)]
+pub async fn load_overview(query: OverviewQuery) -> Result<OverviewView, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .overview(viewer.as_ref(), query)
         .await
         .map_err(server::from_port)
 }

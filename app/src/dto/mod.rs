@@ -1,7 +1,8 @@
 //! Types shared by the server and the browser: the vocabulary (roles, permissions,
 //! the signed-in viewer, run and delivery states — defined in the `vocab` crate and
 //! re-exported here) and the views the console shows, by family (runs, deliveries,
-//! approvals, audit, breakers, configuration notices, users and tokens, records).
+//! approvals, audit, breakers, configuration notices, users and tokens, records,
+//! the overview).
 
 pub mod accounts;
 pub mod approvals;
@@ -9,6 +10,7 @@ pub mod audit;
 pub mod breakers;
 pub mod deliveries;
 pub mod notices;
+pub mod overview;
 pub mod records;
 pub mod runs;
 pub mod search;
@@ -27,6 +29,9 @@ pub use deliveries::{
     DeliveryQuery, DeliveryView, FailureGroup, FailureGroups, RetryCommand, NO_DESTINATION,
 };
 pub use notices::ConfigNotice;
+pub use overview::{
+    DestinationFailures, OverviewPoint, OverviewQuery, OverviewView, OverviewWindow,
+};
 pub use records::{record_page, RecordDetail, RecordField, RecordRow, RecordsPage, RECORDS_PAGE};
 pub use runs::{format_count, RunFacts, RunPage, RunQuery, RunSummary, RunView, STATUS_COUNT_CAP};
 pub use search::{Found, SearchAnswer};

@@ -16,7 +16,7 @@ pub fn LoginPage() -> impl IntoView {
             None => None,
         })
     };
-    let next = move || query.with(|q| q.get("next").unwrap_or_else(|| "/runs".to_string()));
+    let next = move || query.with(|q| q.get("next").unwrap_or_else(|| "/overview".to_string()));
     view! {
         <Title text="Sign in · Herald" />
         <main id="main" tabindex="-1" class="login">

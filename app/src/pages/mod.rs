@@ -6,6 +6,7 @@ mod audit;
 mod deliveries;
 mod login;
 mod not_found;
+mod overview;
 mod records;
 mod run;
 mod runs;
@@ -54,6 +55,7 @@ pub fn App() -> impl IntoView {
         <Router>
             <Routes fallback=NotFound>
                 <Route path=path!("/login") view=login::LoginPage />
+                <Route path=path!("/overview") view=overview::OverviewPage ssr=SsrMode::Async />
                 <Route path=path!("/runs") view=runs::RunsPage ssr=SsrMode::Async />
                 <Route path=path!("/runs/:id") view=run::RunPage ssr=SsrMode::Async />
                 <Route path=path!("/audit") view=audit::AuditPage ssr=SsrMode::Async />

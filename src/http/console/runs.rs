@@ -5,8 +5,8 @@ use async_trait::async_trait;
 
 use app::dto::{
     AuditPage, BreakerClosed, BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
-    DeliveryQuery, DeliveryView, FailureGroups, RetryCommand, RunPage, RunQuery, RunView,
-    SearchAnswer,
+    DeliveryQuery, DeliveryView, FailureGroups, OverviewQuery, OverviewView, RetryCommand, RunPage,
+    RunQuery, RunView, SearchAnswer,
 };
 
 use app::port::{ConsoleError, ConsolePort};
@@ -110,6 +110,17 @@ impl ConsolePort for Console {
     async fn failure_groups(&self, viewer: Option<&Viewer>) -> Result<FailureGroups, ConsoleError> {
         self.deliveries
             .failure_groups(viewer)
+            .await
+            .map_err(console_error)
+    }
+
+    async fn overview(
+        &self,
+        viewer: Option<&Viewer>,
+        query: OverviewQuery,
+    ) -> Result<OverviewView, ConsoleError> {
+        self.deliveries
+            .overview(viewer, query)
             .await
             .map_err(console_error)
     }

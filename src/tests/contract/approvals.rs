@@ -1063,6 +1063,7 @@ async fn a_replay_whose_last_lease_expires_is_failed_by_the_sweep_and_counted(db
             f.metrics.clone(),
             vec!["approvals"],
         ),
+        rollups: None,
     };
     assert!(maintenance.run_once().await);
     let event = f.store.get_event(&event_id).await.unwrap().unwrap();

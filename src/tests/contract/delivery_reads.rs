@@ -479,8 +479,8 @@ async fn bulk_counts_are_capped_and_audit_rows_carry_their_count(db: &TestDb) {
     store.close().await;
 }
 
-/// The console's find by id: a whole id through its key, a part of one by its
-/// beginning or end; `_` and `%` in the text are characters, not wildcards, and
+/// The console's find by id: a whole id through its key (alone: the tables are
+/// not read through for it), a part of one by its beginning or end; `_` and `%` in the text are characters, not wildcards, and
 /// its case holds on every engine.
 async fn ids_are_found_whole_by_their_beginning_or_their_end(db: &TestDb) {
     let store = db.store().await;
@@ -497,6 +497,7 @@ async fn ids_are_found_whole_by_their_beginning_or_their_end(db: &TestDb) {
         &store,
         &[
             child("find_me_0001", "test", &run.id),
+            child("find_me_0001_again", "test", &run.id),
             child("findXme_0002", "test", &run.id),
         ],
     )
@@ -531,10 +532,18 @@ async fn ids_are_found_whole_by_their_beginning_or_their_end(db: &TestDb) {
     }
     assert_eq!(
         found("find_me_").await,
-        vec![(IdKind::Event, "find_me_0001".to_string(), false)],
+        vec![
+            (IdKind::Event, "find_me_0001".to_string(), false),
+            (IdKind::Event, "find_me_0001_again".to_string(), false)
+        ],
         "`_` is a character"
     );
     let event = store.find_ids("find_me_0001", 10).await.unwrap();
+    assert_eq!(
+        event.len(),
+        1,
+        "a whole id answers alone (no scan): {event:?}"
+    );
     assert_eq!(
         (
             event[0].owner_type.as_str(),

@@ -1,7 +1,7 @@
 //! A real Herald server in this process on a loopback port, spoken to over HTTP:
 //! the runs API, the console and admin API, approvals, roles and sessions, sign-in
-//! abuse, a store locked by another session, configuration notices, one console
-//! over two databases, and the ephemeral `memory://` store.
+//! abuse, a store locked by another session, configuration notices, the overview, one
+//! console over two databases, and the ephemeral `memory://` store.
 
 mod approvals;
 mod batch_transitions;
@@ -11,6 +11,7 @@ mod export;
 mod idempotency;
 mod locked_store;
 mod memory_store;
+mod overview;
 mod records;
 mod roles_and_sessions;
 mod run_approvals;

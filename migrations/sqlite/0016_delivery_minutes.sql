@@ -1,0 +1,33 @@
+-- The overview's figures (issue 23, item 1): per-minute rollups of settled
+-- deliveries, written by one node's maintenance from the rows settled in each
+-- minute, so the overview never scans the outbox.
+-- The rows settled in a time range, found without reading the rest: only
+-- settled rows are in this index, so claims and renewals never touch it.
+CREATE INDEX outbox_settled ON outbox_events (updated_at)
+    WHERE status IN ('completed', 'skipped', 'failed', 'uncertain');
+
+-- One row per minute, source, kind and state (and, for failed and uncertain
+-- deliveries, destination origin; '' otherwise). State 'pending' rows are the
+-- backlog as last sampled in that minute (pending or in flight, and the oldest's
+-- commit time). `latency` holds, for completed rows, how many took commit to
+-- delivery within each bound of `store::rollups::LATENCY_BOUNDS_MS`
+-- (comma-separated counts, one more than the bounds).
+CREATE TABLE delivery_minutes (
+    minute BIGINT NOT NULL,
+    source TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    destination TEXT NOT NULL,
+    deliveries BIGINT NOT NULL,
+    latency TEXT NULL,
+    oldest_at BIGINT NULL,
+    PRIMARY KEY (minute, source, kind, status, destination)
+);
+
+-- Minutes before this one are final: settled rows are no longer counted into
+-- them. One row.
+CREATE TABLE delivery_rollup_state (
+    id BIGINT NOT NULL PRIMARY KEY,
+    final_before BIGINT NULL
+);
+INSERT INTO delivery_rollup_state (id, final_before) VALUES (1, NULL);

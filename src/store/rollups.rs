@@ -1,0 +1,365 @@
+//! Per-minute rollups of settled deliveries (issue 23, item 1): what the console's
+//! overview charts, kept by one node's maintenance so that the overview reads a
+//! day of minutes instead of scanning the outbox.
+//!
+//! A pass recounts every minute that is not final yet (from the store's
+//! `final_before` mark to the current minute) from the rows settled in it, found
+//! through the `outbox_settled` index, and replaces those minutes' rows. A minute
+//! is final [`GRACE_MS`] after it ends: a settlement's `updated_at` is taken when
+//! its statement runs and it commits moments later, so counting a minute again
+//! until then misses none. Recounting (not adding) makes a pass that dies or runs
+//! twice harmless.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+
+use super::error::StoreError;
+use super::ports::{RetentionStore, Transactions};
+use super::row::{int, opt_int, opt_text, text};
+use super::sql::SqlStore;
+
+pub const MINUTE_MS: i64 = 60_000;
+/// The source and kind of the store-wide backlog sample, written on every pass
+/// (even when nothing waits), so a minute without one had no recount.
+pub const ALL: &str = "";
+/// How long after its end a minute is still recounted.
+pub const GRACE_MS: i64 = 15_000;
+/// How far back the first pass on a store counts.
+pub const BACKFILL_MINUTES: i64 = 60;
+/// The most minutes one pass counts (a long outage is caught up over passes).
+pub const MINUTES_A_PASS: i64 = 30;
+/// How long rollups are kept: the overview shows a day.
+pub const KEEP_MS: i64 = 2 * 24 * 60 * MINUTE_MS;
+/// Upper bounds (ms) of the commit → delivery latency buckets; one bucket more
+/// holds everything slower.
+pub const LATENCY_BOUNDS_MS: [i64; 15] = [
+    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 900_000,
+    3_600_000,
+];
+/// Rollup rows written by one statement.
+const INSERT_CHUNK: usize = 100;
+
+/// One row of `delivery_minutes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeliveryMinute {
+    /// The minute's start (epoch ms, the store's clock).
+    pub minute: i64,
+    pub source: String,
+    pub kind: String,
+    /// A settled state, or `pending` for a backlog sample.
+    pub status: String,
+    /// The destination origin of failed and uncertain deliveries; empty otherwise.
+    pub destination: String,
+    /// Deliveries settled so in the minute (for `pending`: the backlog sampled).
+    pub deliveries: i64,
+    /// For `completed`: counts per [`LATENCY_BOUNDS_MS`] bucket (one more than the bounds).
+    pub latency: Vec<i64>,
+    /// For `pending`: the oldest pending delivery's commit time.
+    pub oldest_at: Option<i64>,
+}
+
+/// The backlog of one source and kind as maintenance last counted it.
+#[derive(Clone, Debug)]
+pub struct BacklogSample {
+    pub source: String,
+    pub kind: String,
+    /// Pending and in flight.
+    pub deliveries: i64,
+    pub oldest_at: Option<i64>,
+}
+
+/// What one pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RollupReport {
+    /// The minutes recounted, `[from, to)`.
+    pub from: i64,
+    pub to: i64,
+    /// Minutes before this are final now.
+    pub final_before: i64,
+    pub rows: usize,
+    /// Settled deliveries counted in `[from, to)`, and the store's backlog: what
+    /// a page showing the overview would see change.
+    pub counted: i64,
+    pub backlog: i64,
+}
+
+/// The rollups' storage: written by one node at a time (the lease of
+/// [`RetentionStore::take_lease`]), read by the console.
+#[async_trait]
+pub trait DeliveryRollups: RetentionStore {
+    /// Recounts the minutes not final yet (at most [`MINUTES_A_PASS`]) and
+    /// records `backlog` as the current minute's sample.
+    async fn roll_up(&self, backlog: &[BacklogSample]) -> Result<RollupReport, StoreError>;
+}
+
+/// The latency bucket of `updated_at - created_at`, in SQL.
+fn bucket_sql() -> String {
+    let mut sql = String::from("CASE");
+    for (i, bound) in LATENCY_BOUNDS_MS.iter().enumerate() {
+        sql.push_str(&format!(" WHEN updated_at - created_at < {bound} THEN {i}"));
+    }
+    sql.push_str(&format!(" ELSE {} END", LATENCY_BOUNDS_MS.len()));
+    sql
+}
+
+fn floor_minute(ms: i64) -> i64 {
+    ms - ms.rem_euclid(MINUTE_MS)
+}
+
+#[async_trait]
+impl DeliveryRollups for SqlStore {
+    async fn roll_up(&self, backlog: &[BacklogSample]) -> Result<RollupReport, StoreError> {
+        let now: i64 = sqlx::query_scalar(&format!("SELECT {}", self.engine.now_ms()))
+            .fetch_one(&self.pool)
+            .await?;
+        let current = floor_minute(now);
+        let marked: Option<i64> =
+            sqlx::query("SELECT final_before FROM delivery_rollup_state WHERE id = 1")
+                .fetch_optional(&self.pool)
+                .await?
+                .map(|row| opt_int(&row, "final_before"))
+                .transpose()?
+                .flatten();
+        let from = marked.unwrap_or(current - BACKFILL_MINUTES * MINUTE_MS);
+        // A store clock set back past the mark (a restored database) leaves an
+        // empty range: nothing is recounted until the clock passes the mark again.
+        let to = (current + MINUTE_MS)
+            .min(from + MINUTES_A_PASS * MINUTE_MS)
+            .max(from);
+        let final_before = floor_minute(now - GRACE_MS).max(from).min(to);
+
+        // Counted outside the write transaction (SQLite's one writer is not held
+        // while the minutes are read); a settlement committed meanwhile is in a
+        // minute that is not final yet, so the next pass counts it.
+        let sql = format!(
+            "SELECT source, kind, status, updated_at - (updated_at % {MINUTE_MS}) AS minute, \
+             CASE WHEN status IN ('failed', 'uncertain') THEN COALESCE(destination, '') ELSE '' END AS dest, \
+             {} AS bucket, COUNT(*) AS n \
+             FROM outbox_events \
+             WHERE status IN ('completed', 'skipped', 'failed', 'uncertain') \
+               AND updated_at >= ? AND updated_at < ? \
+             GROUP BY 1, 2, 3, 4, 5, 6",
+            bucket_sql()
+        );
+        let counted = sqlx::query(&self.engine.sql(&sql))
+            .bind(from)
+            .bind(to)
+            .fetch_all(&self.reads)
+            .await?;
+        let mut minutes: BTreeMap<(i64, String, String, String, String), DeliveryMinute> =
+            BTreeMap::new();
+        for row in &counted {
+            let (minute, source, kind, status, destination) = (
+                int(row, "minute")?,
+                text(row, "source")?,
+                text(row, "kind")?,
+                text(row, "status")?,
+                text(row, "dest")?,
+            );
+            let (bucket, n) = (int(row, "bucket")?, int(row, "n")?);
+            let entry = minutes
+                .entry((
+                    minute,
+                    source.clone(),
+                    kind.clone(),
+                    status.clone(),
+                    destination.clone(),
+                ))
+                .or_insert_with(|| DeliveryMinute {
+                    latency: if status == "completed" {
+                        vec![0; LATENCY_BOUNDS_MS.len() + 1]
+                    } else {
+                        Vec::new()
+                    },
+                    minute,
+                    source,
+                    kind,
+                    status,
+                    destination,
+                    deliveries: 0,
+                    oldest_at: None,
+                });
+            entry.deliveries += n;
+            if let Some(slot) = usize::try_from(bucket)
+                .ok()
+                .and_then(|b| entry.latency.get_mut(b))
+            {
+                *slot += n;
+            }
+        }
+        let rows: Vec<DeliveryMinute> = minutes.into_values().collect();
+
+        let mut tx = self.begin_write().await?;
+        sqlx::query(&self.engine.sql(
+            "DELETE FROM delivery_minutes WHERE minute >= ? AND minute < ? AND status <> 'pending'",
+        ))
+        .bind(from)
+        .bind(to)
+        .execute(&mut *tx)
+        .await?;
+        for chunk in rows.chunks(INSERT_CHUNK) {
+            self.insert_minutes(&mut tx, chunk, "").await?;
+        }
+        let samples: Vec<DeliveryMinute> = backlog
+            .iter()
+            .map(|b| DeliveryMinute {
+                minute: current,
+                source: b.source.clone(),
+                kind: b.kind.clone(),
+                status: "pending".into(),
+                destination: String::new(),
+                deliveries: b.deliveries,
+                latency: Vec::new(),
+                oldest_at: b.oldest_at,
+            })
+            .collect();
+        let resample = self.engine.upsert_tail(
+            "minute, source, kind, status, destination",
+            &["deliveries", "oldest_at"],
+        );
+        for chunk in samples.chunks(INSERT_CHUNK) {
+            self.insert_minutes(&mut tx, chunk, &resample).await?;
+        }
+        sqlx::query(
+            &self
+                .engine
+                .sql("UPDATE delivery_rollup_state SET final_before = ? WHERE id = 1"),
+        )
+        .bind(final_before)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            &self
+                .engine
+                .sql("DELETE FROM delivery_minutes WHERE minute < ?"),
+        )
+        .bind(current - KEEP_MS)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(RollupReport {
+            from,
+            to,
+            final_before,
+            rows: rows.len() + samples.len(),
+            counted: rows.iter().map(|r| r.deliveries).sum(),
+            backlog: samples
+                .iter()
+                .filter(|s| s.source == ALL)
+                .map(|s| s.deliveries)
+                .sum(),
+        })
+    }
+}
+
+impl SqlStore {
+    /// See [`super::ports::DeliveryReads::delivery_minutes`].
+    pub(super) async fn read_delivery_minutes(
+        &self,
+        since_ms: i64,
+    ) -> Result<(Vec<DeliveryMinute>, i64), StoreError> {
+        let now: i64 = sqlx::query_scalar(&format!("SELECT {}", self.engine.now_ms()))
+            .fetch_one(&self.reads)
+            .await?;
+        let rows = sqlx::query(&self.engine.sql(
+            "SELECT minute, source, kind, status, destination, deliveries, latency, oldest_at \
+             FROM delivery_minutes WHERE minute >= ? ORDER BY minute",
+        ))
+        .bind(since_ms)
+        .fetch_all(&self.reads)
+        .await?;
+        let minutes = rows
+            .iter()
+            .map(|row| {
+                Ok(DeliveryMinute {
+                    minute: int(row, "minute")?,
+                    source: text(row, "source")?,
+                    kind: text(row, "kind")?,
+                    status: text(row, "status")?,
+                    destination: text(row, "destination")?,
+                    deliveries: int(row, "deliveries")?,
+                    latency: parse_latency(opt_text(row, "latency")?.as_deref()),
+                    oldest_at: opt_int(row, "oldest_at")?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok((minutes, now))
+    }
+
+    /// Inserts `rows` in one statement, `tail` after it (an upsert's, or none).
+    async fn insert_minutes(
+        &self,
+        tx: &mut super::ports::WriteTx,
+        rows: &[DeliveryMinute],
+        tail: &str,
+    ) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?)"; rows.len()].join(", ");
+        let sql = format!(
+            "INSERT INTO delivery_minutes \
+             (minute, source, kind, status, destination, deliveries, latency, oldest_at) \
+             VALUES {values} {tail}"
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        for row in rows {
+            query = query
+                .bind(row.minute)
+                .bind(&row.source)
+                .bind(&row.kind)
+                .bind(&row.status)
+                .bind(&row.destination)
+                .bind(row.deliveries)
+                .bind(format_latency(&row.latency))
+                .bind(row.oldest_at);
+        }
+        query.execute(&mut **tx).await?;
+        Ok(())
+    }
+}
+
+/// Bucket counts as stored: comma-separated, or NULL when there are none.
+fn format_latency(buckets: &[i64]) -> Option<String> {
+    (!buckets.is_empty()).then(|| {
+        buckets
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
+/// Stored bucket counts back; anything unreadable counts as none.
+fn parse_latency(stored: Option<&str>) -> Vec<i64> {
+    stored
+        .map(|s| {
+            s.split(',')
+                .map(|n| n.trim().parse().unwrap_or(0))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minutes_floor_to_their_start() {
+        assert_eq!(floor_minute(125_000), 120_000);
+        assert_eq!(floor_minute(120_000), 120_000);
+        assert_eq!(floor_minute(-1), -60_000);
+    }
+
+    #[test]
+    fn latency_buckets_survive_storage() {
+        let buckets: Vec<i64> = (0..=LATENCY_BOUNDS_MS.len() as i64).collect();
+        let stored = format_latency(&buckets);
+        assert_eq!(parse_latency(stored.as_deref()), buckets);
+        assert_eq!(format_latency(&[]), None);
+        assert!(parse_latency(None).is_empty());
+    }
+}
