@@ -23,7 +23,8 @@ async function signInAs(browser: Browser, username: string, secret: string): Pro
   await page.getByLabel("Username").fill(username);
   await page.getByLabel("Password").fill(secret);
   await page.getByRole("button", { name: "Sign in" }).click();
-  await page.waitForURL(/\/(runs|login)/);
+  // Signed in, the landing page; refused, the sign-in page with its error.
+  await page.waitForURL(/\/(overview$|login\?)/);
   return page;
 }
 
@@ -61,7 +62,7 @@ test("an admin adds a user, changes its role, disables, enables and resets it; a
   await page.screenshot({ path: screenshotPath("users-page.png"), fullPage: true });
 
   const ada = await signInAs(browser, name, made);
-  await expect(ada).toHaveURL(/\/runs$/);
+  await expect(ada).toHaveURL(/\/overview$/);
   await expect(ada.locator(".who")).toContainText(name);
 
   // A role change is live in the user's session.
@@ -95,7 +96,7 @@ test("an admin adds a user, changes its role, disables, enables and resets it; a
   const reset = (await page.getByTestId("account-secret").textContent())!.trim();
   expect(reset).not.toBe(made);
   await expect(await signInAs(browser, name, made)).toHaveURL(/\/login\?error=invalid/);
-  await expect(await signInAs(browser, name, reset)).toHaveURL(/\/runs$/);
+  await expect(await signInAs(browser, name, reset)).toHaveURL(/\/overview$/);
 
   // The trail names each change, by whom.
   await page.goto("/audit");
