@@ -57,7 +57,15 @@ impl RollupPasses {
         {
             return Ok(None);
         }
-        let report = self.store.roll_up(&backlog(stats)).await?;
+        let report = match self.store.roll_up(&backlog(stats)).await {
+            Ok(report) => report,
+            Err(err) => {
+                // Another node may be able to count: a failing node gives the
+                // lease back rather than holding it (a failed release expires).
+                let _ = self.store.release_lease(LEASE_NAME, &self.holder).await;
+                return Err(err);
+            }
+        };
         let counted = Some((report.from, report.counted, report.backlog));
         let changed = {
             let mut last = self.last_counted.lock().unwrap_or_else(|p| p.into_inner());

@@ -368,7 +368,7 @@ impl DeliveryService {
         for part in &self.parts {
             let read = part.reads.delivery_minutes(since).await;
             if let Some((rows, now)) = self.partial(part, read, &mut unavailable)? {
-                minutes.extend(rows);
+                minutes.push(rows);
                 now_ms = now_ms.max(now);
             }
         }

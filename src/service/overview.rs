@@ -26,24 +26,32 @@ fn floor(ms: i64, step: i64) -> i64 {
     ms - ms.rem_euclid(step)
 }
 
-/// The overview of `query` from `minutes` (every store's rows, from [`since`]).
+/// The overview of `query` from each store's rows (from [`since`]): counts add
+/// up over stores; each store's backlog is its own newest sample.
 pub fn summarise(
     query: OverviewQuery,
-    minutes: &[DeliveryMinute],
+    stores: &[Vec<DeliveryMinute>],
     now_ms: i64,
     unavailable: Vec<String>,
 ) -> OverviewView {
     let bin = query.window.bin_minutes() * MINUTE_MS;
     let start = since(&query, now_ms);
     let bins = (query.window.minutes() / query.window.bin_minutes()) as usize;
-    let in_window: Vec<&DeliveryMinute> = minutes.iter().filter(|m| m.minute >= start).collect();
+    let in_window: Vec<(usize, &DeliveryMinute)> = stores
+        .iter()
+        .enumerate()
+        .flat_map(|(store, rows)| rows.iter().map(move |m| (store, m)))
+        .filter(|(_, m)| m.minute >= start)
+        .collect();
     let sources: BTreeSet<String> = in_window
         .iter()
+        .map(|(_, m)| m)
         .filter(|m| m.source != ALL)
         .map(|m| m.source.clone())
         .collect();
     let kinds: BTreeSet<String> = in_window
         .iter()
+        .map(|(_, m)| m)
         .filter(|m| m.kind != ALL && query.source.as_ref().is_none_or(|s| *s == m.source))
         .map(|m| m.kind.clone())
         .collect();
@@ -74,16 +82,17 @@ pub fn summarise(
         .collect();
     let mut point_latency = vec![vec![0i64; LATENCY_BOUNDS_MS.len() + 1]; bins];
     let mut total_latency = vec![0i64; LATENCY_BOUNDS_MS.len() + 1];
-    let mut backlog_by_minute: BTreeMap<i64, (i64, Option<i64>)> = BTreeMap::new();
+    // Per store and minute: the backlog sampled, and its oldest commit time.
+    let mut backlog_by_minute: BTreeMap<(usize, i64), (i64, Option<i64>)> = BTreeMap::new();
     let mut failing: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     let mut view = OverviewView::default();
-    for m in &in_window {
+    for &(store, m) in &in_window {
         let at = ((m.minute - start) / bin) as usize;
         let Some(point) = points.get_mut(at) else {
             continue;
         };
         if is_backlog(m) {
-            let entry = backlog_by_minute.entry(m.minute).or_default();
+            let entry = backlog_by_minute.entry((store, m.minute)).or_default();
             entry.0 += m.deliveries;
             entry.1 = match (entry.1, m.oldest_at) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -132,27 +141,43 @@ pub fn summarise(
         point.p50_ms = percentile(buckets, 0.50);
         point.p99_ms = percentile(buckets, 0.99);
     }
-    // A bar's backlog is the most seen in it (a quarter hour of a day's chart
-    // stands for its peak, not for whichever minute came last).
-    for (minute, (backlog, _)) in &backlog_by_minute {
-        let at = ((minute - start) / bin) as usize;
+    // A bar's backlog is the most each store had in it (a quarter hour of a
+    // day's chart stands for its peak, not for whichever minute came last),
+    // added up over the stores.
+    let mut peaks: BTreeMap<(usize, usize), i64> = BTreeMap::new();
+    for ((store, minute), (backlog, _)) in &backlog_by_minute {
+        let peak = peaks
+            .entry((*store, ((minute - start) / bin) as usize))
+            .or_default();
+        *peak = (*peak).max(*backlog);
+    }
+    for ((_, at), peak) in peaks {
         if let Some(point) = points.get_mut(at) {
-            point.backlog = point.backlog.max(*backlog);
+            point.backlog += peak;
         }
     }
-    // The newest sample is the backlog now; none in the window means no
-    // recount yet (or for a day).
-    let latest = in_window
-        .iter()
-        .filter(|m| m.status == "pending" && m.source == ALL)
-        .map(|m| m.minute)
-        .max();
-    if let Some(latest) = latest {
-        let (backlog, oldest) = backlog_by_minute.get(&latest).copied().unwrap_or_default();
-        view.backlog = backlog;
-        view.oldest_pending_ms = oldest.map(|at| (now_ms - at).max(0));
-        view.as_of = Some(clock_label(latest));
+    // Each store's newest sample is its backlog now (stores recount at their
+    // own moments); none in the window means no recount yet (or for a day).
+    let mut newest: Option<i64> = None;
+    for store in 0..stores.len() {
+        let latest = in_window
+            .iter()
+            .filter(|(s, m)| *s == store && m.status == "pending" && m.source == ALL)
+            .map(|(_, m)| m.minute)
+            .max();
+        let Some(latest) = latest else { continue };
+        let (backlog, oldest) = backlog_by_minute
+            .get(&(store, latest))
+            .copied()
+            .unwrap_or_default();
+        view.backlog += backlog;
+        if let Some(at) = oldest {
+            let waited = (now_ms - at).max(0);
+            view.oldest_pending_ms = Some(view.oldest_pending_ms.map_or(waited, |w| w.max(waited)));
+        }
+        newest = newest.max(Some(latest));
     }
+    view.as_of = newest.map(clock_label);
     let mut destinations: Vec<DestinationFailures> = failing
         .into_iter()
         .map(|(destination, (failed, uncertain))| DestinationFailures {
@@ -226,6 +251,34 @@ mod tests {
     }
 
     #[test]
+    fn each_store_s_backlog_is_its_own_newest_sample() {
+        let now = 100 * 60 * MINUTE_MS + 30_000;
+        let query = OverviewQuery::default();
+        let current = now - now % MINUTE_MS;
+        let sample = |minute: i64, n: i64, oldest: i64| {
+            let mut m = row(minute, ALL, ALL, "pending", n);
+            m.oldest_at = Some(oldest);
+            m
+        };
+        // The jobs store has recounted this minute; the approvals store not yet.
+        let jobs = vec![
+            sample(current - MINUTE_MS, 3, now - 9_000),
+            sample(current, 5, now - 1_000),
+        ];
+        let approvals = vec![sample(current - MINUTE_MS, 2, now - 60_000)];
+        let view = summarise(query, &[jobs, approvals], now, Vec::new());
+        assert_eq!(view.backlog, 5 + 2, "neither store's is left out");
+        assert_eq!(
+            view.oldest_pending_ms,
+            Some(60_000),
+            "the longest wait of either"
+        );
+        let last = view.points.len() - 1;
+        assert_eq!(view.points[last - 1].backlog, 3 + 2);
+        assert_eq!(view.points[last].backlog, 5);
+    }
+
+    #[test]
     fn percentiles_interpolate_within_their_bucket() {
         let mut buckets = vec![0; LATENCY_BOUNDS_MS.len() + 1];
         assert_eq!(percentile(&buckets, 0.5), None);
@@ -258,7 +311,7 @@ mod tests {
             row(first, ALL, ALL, "pending", 9),
             row(first, "jobs", "callback", "pending", 4),
         ];
-        let view = summarise(query, &minutes, now, Vec::new());
+        let view = summarise(query, &[minutes], now, Vec::new());
         assert_eq!(view.points.len(), 60);
         assert_eq!(view.points[0].completed, 3);
         assert_eq!(view.points[1].failed, 2);

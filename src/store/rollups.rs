@@ -6,9 +6,19 @@
 //! `final_before` mark to the current minute) from the rows settled in it, found
 //! through the `outbox_settled` index, and replaces those minutes' rows. A minute
 //! is final [`GRACE_MS`] after it ends: a settlement's `updated_at` is taken when
-//! its statement runs and it commits moments later, so counting a minute again
-//! until then misses none. Recounting (not adding) makes a pass that dies or runs
-//! twice harmless.
+//! its statement runs and it commits moments later, so a minute is counted again
+//! until then (a settlement whose commit comes later still, behind a lock wait or
+//! Galera's flow control, is missed by the figures, never by delivery).
+//! Recounting (not adding) makes a pass that dies or runs twice harmless.
+//! A delivery counts in the state it is in when its minute is recounted: one
+//! retried by an operator before its minute is final leaves that minute's
+//! failures, and one that completes after a retry counts its latency from its
+//! first commit.
+//!
+//! Failed and uncertain rows are kept per destination origin, at most
+//! [`DESTINATIONS_A_MINUTE`] a minute, source, kind and state, the rest summed
+//! under [`OTHER_DESTINATIONS`]: many failing tenants' endpoints cannot make a
+//! day of rollups large.
 
 use std::collections::BTreeMap;
 
@@ -24,7 +34,7 @@ pub const MINUTE_MS: i64 = 60_000;
 /// (even when nothing waits), so a minute without one had no recount.
 pub const ALL: &str = "";
 /// How long after its end a minute is still recounted.
-pub const GRACE_MS: i64 = 15_000;
+pub const GRACE_MS: i64 = 30_000;
 /// How far back the first pass on a store counts.
 pub const BACKFILL_MINUTES: i64 = 60;
 /// The most minutes one pass counts (a long outage is caught up over passes).
@@ -37,6 +47,11 @@ pub const LATENCY_BOUNDS_MS: [i64; 15] = [
     10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 900_000,
     3_600_000,
 ];
+/// Destinations kept apart per minute, source, kind and state.
+pub const DESTINATIONS_A_MINUTE: usize = 20;
+/// Where the failures of the destinations past [`DESTINATIONS_A_MINUTE`] go
+/// (the console names it).
+pub use vocab::OTHER_DESTINATIONS;
 /// Rollup rows written by one statement.
 const INSERT_CHUNK: usize = 100;
 
@@ -121,9 +136,16 @@ impl DeliveryRollups for SqlStore {
                 .map(|row| opt_int(&row, "final_before"))
                 .transpose()?
                 .flatten();
-        let from = marked.unwrap_or(current - BACKFILL_MINUTES * MINUTE_MS);
-        // A store clock set back past the mark (a restored database) leaves an
-        // empty range: nothing is recounted until the clock passes the mark again.
+        let backfill = current - BACKFILL_MINUTES * MINUTE_MS;
+        let from = match marked {
+            // A mark ahead of the clock (the clock ran ahead, then was set right,
+            // or a database was restored) would leave every minute until it
+            // uncounted: start again as on a new store.
+            Some(mark) if mark > current + MINUTE_MS => backfill,
+            // After a long stop, minutes past what is kept are not worth counting.
+            Some(mark) => mark.max(current - KEEP_MS),
+            None => backfill,
+        };
         let to = (current + MINUTE_MS)
             .min(from + MINUTES_A_PASS * MINUTE_MS)
             .max(from);
@@ -188,7 +210,7 @@ impl DeliveryRollups for SqlStore {
                 *slot += n;
             }
         }
-        let rows: Vec<DeliveryMinute> = minutes.into_values().collect();
+        let rows = fold_destinations(minutes.into_values().collect());
 
         let mut tx = self.begin_write().await?;
         sqlx::query(&self.engine.sql(
@@ -321,6 +343,38 @@ impl SqlStore {
     }
 }
 
+/// Keeps the [`DESTINATIONS_A_MINUTE`] destinations with the most deliveries of
+/// each minute, source, kind and state, and sums the rest into one
+/// [`OTHER_DESTINATIONS`] row (rows come sorted by that key, then destination).
+fn fold_destinations(rows: Vec<DeliveryMinute>) -> Vec<DeliveryMinute> {
+    let mut out: Vec<DeliveryMinute> = Vec::with_capacity(rows.len());
+    let key = |r: &DeliveryMinute| (r.minute, r.source.clone(), r.kind.clone(), r.status.clone());
+    let mut group: Vec<DeliveryMinute> = Vec::new();
+    let flush = |group: &mut Vec<DeliveryMinute>, out: &mut Vec<DeliveryMinute>| {
+        if group.len() > DESTINATIONS_A_MINUTE {
+            group.sort_by(|a, b| {
+                b.deliveries
+                    .cmp(&a.deliveries)
+                    .then_with(|| a.destination.cmp(&b.destination))
+            });
+            let rest = group.split_off(DESTINATIONS_A_MINUTE);
+            let mut other = rest[0].clone();
+            other.destination = OTHER_DESTINATIONS.to_string();
+            other.deliveries = rest.iter().map(|r| r.deliveries).sum();
+            group.push(other);
+        }
+        out.append(group);
+    };
+    for row in rows {
+        if group.first().is_some_and(|first| key(first) != key(&row)) {
+            flush(&mut group, &mut out);
+        }
+        group.push(row);
+    }
+    flush(&mut group, &mut out);
+    out
+}
+
 /// Bucket counts as stored: comma-separated, or NULL when there are none.
 fn format_latency(buckets: &[i64]) -> Option<String> {
     (!buckets.is_empty()).then(|| {
@@ -352,6 +406,36 @@ mod tests {
         assert_eq!(floor_minute(125_000), 120_000);
         assert_eq!(floor_minute(120_000), 120_000);
         assert_eq!(floor_minute(-1), -60_000);
+    }
+
+    #[test]
+    fn many_failing_destinations_fold_into_one_row() {
+        let row = |destination: String, deliveries: i64| DeliveryMinute {
+            minute: 0,
+            source: "jobs".into(),
+            kind: "callback".into(),
+            status: "failed".into(),
+            destination,
+            deliveries,
+            latency: Vec::new(),
+            oldest_at: None,
+        };
+        let rows: Vec<DeliveryMinute> = (0..25)
+            .map(|i| row(format!("https://t{i:02}.example"), i + 1))
+            .collect();
+        let folded = fold_destinations(rows);
+        assert_eq!(folded.len(), DESTINATIONS_A_MINUTE + 1);
+        assert_eq!(folded[0].deliveries, 25, "the most failures first");
+        let other = folded.last().unwrap();
+        assert_eq!(other.destination, OTHER_DESTINATIONS);
+        assert_eq!(
+            other.deliveries,
+            1 + 2 + 3 + 4 + 5,
+            "the five fewest, summed"
+        );
+        let total: i64 = folded.iter().map(|r| r.deliveries).sum();
+        assert_eq!(total, (1..=25).sum::<i64>(), "nothing lost");
+        assert_eq!(fold_destinations(Vec::new()), Vec::new());
     }
 
     #[test]

@@ -140,6 +140,10 @@ impl utoipa::ToSchema for DeliveryFilter {
     }
 }
 
+/// The destination under which the overview's rollups sum the failures of the
+/// destinations past the most failing few of a minute (a name no origin has).
+pub const OTHER_DESTINATIONS: &str = "*";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ pub mod roles;
 pub mod run_approvals;
 pub mod runs;
 
-pub use deliveries::{DeliveryFilter, DeliveryStatus};
+pub use deliveries::{DeliveryFilter, DeliveryStatus, OTHER_DESTINATIONS};
 pub use ids::IdKind;
 pub use roles::{Permission, Role, Viewer};
 pub use runs::RunStatus;

@@ -15,7 +15,9 @@ pub mod records;
 pub mod runs;
 pub mod search;
 
-pub use vocab::{DeliveryFilter, DeliveryStatus, Permission, Role, RunStatus, Viewer};
+pub use vocab::{
+    DeliveryFilter, DeliveryStatus, Permission, Role, RunStatus, Viewer, OTHER_DESTINATIONS,
+};
 
 pub use accounts::{AccountOutcome, AccountsView, TokenRow, UserAction, UserRow};
 pub use approvals::{

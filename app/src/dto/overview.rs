@@ -66,7 +66,7 @@ pub struct OverviewPoint {
     /// Commit → delivery of the completed ones, when there were any.
     pub p50_ms: Option<i64>,
     pub p99_ms: Option<i64>,
-    /// Pending and in flight, as last sampled in the bar.
+    /// Pending and in flight: the most sampled in the bar (per store, added up).
     pub backlog: i64,
 }
 
@@ -74,7 +74,8 @@ pub struct OverviewPoint {
 /// the breaker list).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DestinationFailures {
-    /// Its origin, or [`super::NO_DESTINATION`] for deliveries without one.
+    /// Its origin, [`super::NO_DESTINATION`] for deliveries without one, or
+    /// [`vocab::OTHER_DESTINATIONS`] for those past the most failing few of a minute.
     pub destination: String,
     pub failed: i64,
     pub uncertain: i64,
@@ -97,7 +98,7 @@ pub struct OverviewView {
     /// The backlog as last sampled, and how long its oldest delivery has waited.
     pub backlog: i64,
     pub oldest_pending_ms: Option<i64>,
-    /// When the figures were last recounted (`HH:MM:SS` UTC), if ever.
+    /// The minute of the newest recount (`HH:MM` UTC), if any in the window.
     pub as_of: Option<String>,
     /// The destinations with the most failed and uncertain deliveries, most first.
     pub destinations: Vec<DestinationFailures>,

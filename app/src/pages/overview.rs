@@ -12,7 +12,9 @@ use leptos_router::hooks::use_query_map;
 
 use crate::api::{destination_breakers, load_overview};
 use crate::components::{poll_while_visible, ErrorPanel, StoresUnavailable, TopBar};
-use crate::dto::{BreakerView, OverviewQuery, OverviewView, OverviewWindow, NO_DESTINATION};
+use crate::dto::{
+    BreakerView, OverviewQuery, OverviewView, OverviewWindow, NO_DESTINATION, OTHER_DESTINATIONS,
+};
 use crate::format::encode;
 use charts::{format_duration, group_digits, Chart, Series, Shape, Unit};
 
@@ -107,8 +109,12 @@ fn choice(
     values: &[String],
     chosen: &Option<String>,
 ) -> impl IntoView {
+    // A value chosen that the window does not hold still shows as chosen (and
+    // stays chosen when the form is sent again).
+    let missing = chosen.as_ref().filter(|c| !values.contains(c)).cloned();
     let options = values
         .iter()
+        .chain(missing.iter())
         .map(|value| {
             let selected = chosen.as_ref() == Some(value);
             view! { <option value=value.clone() selected=selected>{value.clone()}</option> }
@@ -329,15 +335,22 @@ fn destination_rows(
     let body = rows
         .into_iter()
         .map(|(destination, state, failed, uncertain)| {
-            let href = format!("/deliveries?destination={}", encode(&destination));
-            let name = if destination == NO_DESTINATION {
-                "(no destination)".to_string()
-            } else {
-                destination
+            let cell = match destination.as_str() {
+                // The failures of the destinations past those kept apart each minute.
+                OTHER_DESTINATIONS => view! { <span>"(other destinations)"</span> }.into_any(),
+                _ => {
+                    let href = format!("/deliveries?destination={}", encode(&destination));
+                    let name = if destination == NO_DESTINATION {
+                        "(no destination)".to_string()
+                    } else {
+                        destination
+                    };
+                    view! { <a href=href>{name}</a> }.into_any()
+                }
             };
             view! {
                 <tr data-testid="destination-row">
-                    <td><a href=href>{name}</a></td>
+                    <td>{cell}</td>
                     <td>{state}</td>
                     <td class="num">{group_digits(failed)}</td>
                     <td class="num">{group_digits(uncertain)}</td>
