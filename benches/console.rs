@@ -316,8 +316,10 @@ async fn main() {
             "/overview?window=day".to_string(),
             "/overview?window=day&kind=callback".to_string(),
             format!("/search?q={newest}"),
-            // The end of an id (as the console shows one): a scan of every table.
+            // The end of an id (as the console shows one), and a beginning: each
+            // through the indexes on ids' ends (migration 0017) or the keys.
             format!("/search?q={}", &newest[newest.len() - 12..]),
+            format!("/search?q={}", &newest[..10]),
             "/runs".to_string(),
             "/runs?delivery=needs_attention".to_string(),
             "/runs?delivery=failed&type=type-7".to_string(),

@@ -10,7 +10,11 @@ use app::dto::search::{Found, SearchAnswer, MAX_SEARCH_LEN, MIN_SEARCH_LEN, SEAR
 use vocab::{Permission, Viewer};
 
 use super::ServiceError;
+use crate::store::engine::ID_PART_INDEXED;
 use crate::store::ports::{IdKind, IdMatch};
+
+// Every part the box takes is long enough for the stores' indexes on ids.
+const _: () = assert!(MIN_SEARCH_LEN >= ID_PART_INDEXED);
 
 /// The searched text, trimmed, or why it cannot be searched.
 pub fn check_query(q: &str) -> Result<String, ServiceError> {

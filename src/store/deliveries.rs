@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use vocab::DeliveryStatus;
 
-use super::engine::placeholders;
+use super::engine::{like_escaped, placeholders, IdEnd};
 use super::error::StoreError;
 use super::events::{AttemptRecord, EventRecord};
 use super::outbox::{attempt_from_row, event_from_row, EVENT_COLUMNS};
@@ -91,17 +91,6 @@ fn conditions(filter: &EventFilter, paged: bool) -> (String, Vec<Arg<'_>>) {
         ]);
     }
     (sql, args)
-}
-
-/// `text` for a `LIKE … ESCAPE '!'` pattern: `!` escapes LIKE's wildcards, which
-/// ids may hold (`_` in event ids).
-fn like_escaped(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| match c {
-            '!' | '%' | '_' => vec!['!', c],
-            c => vec![c],
-        })
-        .collect()
 }
 
 /// An event's cause as [`CauseFilter`] defines it: a `CASE` over its last error
@@ -271,7 +260,6 @@ impl DeliveryReads for SqlStore {
             ),
             (IdKind::Record, "records", "id", "object", "''"),
         ];
-        let escaped = like_escaped(needle);
         // The exact id first, through each primary key: a whole id pasted (the
         // usual case) is answered without reading any table through.
         let mut found = Vec::new();
@@ -301,33 +289,42 @@ impl DeliveryReads for SqlStore {
         if !found.is_empty() {
             return Ok(found);
         }
+        // A part of an id, at either end (the console shows an id's last
+        // characters), each through an index (`Engine::id_part_condition`).
         for (kind, table, id, owner_type, owner_id) in TABLES {
-            // A part of an id by a scan (a pasted id is rarely a prefix: ids are
-            // time-ordered UUIDs, and the console shows their last characters).
-            let sql = format!(
-                "SELECT {id} AS found_id, {owner_type} AS owner_type, {owner_id} AS owner_id \
-                 FROM {table} WHERE ({id} LIKE ? ESCAPE '!' OR {id} LIKE ? ESCAPE '!') \
-                 LIMIT {limit}"
-            );
-            let rows = sqlx::query(&self.engine.sql(&sql))
-                .bind(format!("{escaped}%"))
-                .bind(format!("%{escaped}"))
-                .fetch_all(&self.pool)
-                .await?;
-            for row in &rows {
-                let found_id = text(row, "found_id")?;
-                // LIKE ignores case on SQLite and MariaDB: the needle's case holds.
-                let exact = found_id == needle;
-                if !exact && !found_id.starts_with(needle) && !found_id.ends_with(needle) {
-                    continue;
+            for end in [IdEnd::Start, IdEnd::End] {
+                let (condition, [first, second]) = self.engine.id_part_condition(id, end, needle);
+                let sql = format!(
+                    "SELECT {id} AS found_id, {owner_type} AS owner_type, {owner_id} AS owner_id \
+                     FROM {table} WHERE {condition} LIMIT {limit}"
+                );
+                let rows = sqlx::query(&self.engine.sql(&sql))
+                    .bind(first)
+                    .bind(second)
+                    .fetch_all(&self.pool)
+                    .await?;
+                for row in &rows {
+                    let found_id = text(row, "found_id")?;
+                    // LIKE ignores case on SQLite: the needle's case holds.
+                    let matches = match end {
+                        IdEnd::Start => found_id.starts_with(needle),
+                        IdEnd::End => found_id.ends_with(needle),
+                    };
+                    // An id that both begins and ends with the needle is listed once.
+                    let listed = found
+                        .iter()
+                        .any(|m: &IdMatch| m.kind == kind && m.id == found_id);
+                    if !matches || listed {
+                        continue;
+                    }
+                    found.push(IdMatch {
+                        kind,
+                        exact: false,
+                        owner_type: text(row, "owner_type")?,
+                        owner_id: text(row, "owner_id")?,
+                        id: found_id,
+                    });
                 }
-                found.push(IdMatch {
-                    kind,
-                    exact,
-                    owner_type: text(row, "owner_type")?,
-                    owner_id: text(row, "owner_id")?,
-                    id: found_id,
-                });
             }
         }
         Ok(found)

@@ -480,8 +480,10 @@ async fn bulk_counts_are_capped_and_audit_rows_carry_their_count(db: &TestDb) {
 }
 
 /// The console's find by id: a whole id through its key (alone: the tables are
-/// not read through for it), a part of one by its beginning or end; `_` and `%` in the text are characters, not wildcards, and
-/// its case holds on every engine.
+/// not read through for it), a part of one by its beginning or end (through
+/// the indexes of migration 0017: an end longer than what they index holds in
+/// full); `_` and `%` in the text are characters, not wildcards, and its case
+/// holds on every engine.
 async fn ids_are_found_whole_by_their_beginning_or_their_end(db: &TestDb) {
     let store = db.store().await;
     let run = store
@@ -499,6 +501,9 @@ async fn ids_are_found_whole_by_their_beginning_or_their_end(db: &TestDb) {
             child("find_me_0001", "test", &run.id),
             child("find_me_0001_again", "test", &run.id),
             child("findXme_0002", "test", &run.id),
+            child("tail_one_12345678", "test", &run.id),
+            child("tail_two_12345678", "test", &run.id),
+            child("ends-ab12cd34-ends-ab12cd34", "test", &run.id),
         ],
     )
     .await;
@@ -551,6 +556,26 @@ async fn ids_are_found_whole_by_their_beginning_or_their_end(db: &TestDb) {
             event[0].exact
         ),
         ("run", run.id.as_str(), true)
+    );
+    // The stores index an id's last 8 characters: a longer end holds in full.
+    assert_eq!(
+        found("one_12345678").await,
+        vec![(IdKind::Event, "tail_one_12345678".to_string(), false)]
+    );
+    assert_eq!(found("_12345678").await.len(), 2);
+    // Beginning and ending with the text: listed once.
+    assert_eq!(
+        found("ends-ab12cd34").await,
+        vec![(
+            IdKind::Event,
+            "ends-ab12cd34-ends-ab12cd34".to_string(),
+            false
+        )]
+    );
+    assert_eq!(
+        found("ENDS-AB12CD34").await,
+        vec![],
+        "the text's case holds"
     );
     assert_eq!(found("%me_0001").await, vec![]);
     assert_eq!(found("nothing-has-this-id").await, vec![]);
