@@ -195,6 +195,7 @@ async fn phase(server: &Server, token: &str, args: &Args, tabs: Tabs) -> (f64, A
 async fn main() {
     let args = parse_args();
     sqlx::any::install_default_drivers();
+    herald::channels::install_crypto_provider();
     let db = fresh_db(Engine::Sqlite, "live").await;
     let token = admin_token(&db.url);
     let server = serve(&db.url, &[], &[]).await;

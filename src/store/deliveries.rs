@@ -241,15 +241,19 @@ impl DeliveryReads for SqlStore {
     }
 
     async fn find_ids(&self, needle: &str, limit: u32) -> Result<Vec<IdMatch>, StoreError> {
-        // (kind, table, id column, owner type column, owner id column)
-        const TABLES: [(IdKind, &str, &str, &str, &str); 4] = [
-            (IdKind::Run, "runs", "id", "'run'", "run_type"),
+        // (kind, table, id column, owner type column, owner id column, whether
+        // an end is searched: an event's id ends with its route or transition,
+        // `deliver_<run>_<route>`, `callback_<run>_<event>_<seq>`, so only its
+        // beginning names it, and its run's id finds the run)
+        const TABLES: [(IdKind, &str, &str, &str, &str, bool); 4] = [
+            (IdKind::Run, "runs", "id", "'run'", "run_type", true),
             (
                 IdKind::Event,
                 "outbox_events",
                 "event_id",
                 "parent_type",
                 "parent_id",
+                false,
             ),
             (
                 IdKind::Approval,
@@ -257,13 +261,14 @@ impl DeliveryReads for SqlStore {
                 "id",
                 "object",
                 "record_id",
+                true,
             ),
-            (IdKind::Record, "records", "id", "object", "''"),
+            (IdKind::Record, "records", "id", "object", "''", true),
         ];
         // The exact id first, through each primary key: a whole id pasted (the
         // usual case) is answered without reading any table through.
         let mut found = Vec::new();
-        for (kind, table, id, owner_type, owner_id) in TABLES {
+        for (kind, table, id, owner_type, owner_id, _) in TABLES {
             let sql = format!(
                 "SELECT {id} AS found_id, {owner_type} AS owner_type, {owner_id} AS owner_id \
                  FROM {table} WHERE {id} = ?"
@@ -291,18 +296,24 @@ impl DeliveryReads for SqlStore {
         }
         // A part of an id, at either end (the console shows an id's last
         // characters), each through an index (`Engine::id_part_condition`).
-        for (kind, table, id, owner_type, owner_id) in TABLES {
-            for end in [IdEnd::Start, IdEnd::End] {
-                let (condition, [first, second]) = self.engine.id_part_condition(id, end, needle);
+        for (kind, table, id, owner_type, owner_id, ends) in TABLES {
+            let searched: &[IdEnd] = if ends {
+                &[IdEnd::Start, IdEnd::End]
+            } else {
+                &[IdEnd::Start]
+            };
+            for &end in searched {
+                let (condition, values) = self.engine.id_part_condition(id, end, needle);
                 let sql = format!(
                     "SELECT {id} AS found_id, {owner_type} AS owner_type, {owner_id} AS owner_id \
                      FROM {table} WHERE {condition} LIMIT {limit}"
                 );
-                let rows = sqlx::query(&self.engine.sql(&sql))
-                    .bind(first)
-                    .bind(second)
-                    .fetch_all(&self.pool)
-                    .await?;
+                let sql = self.engine.sql(&sql);
+                let mut query = sqlx::query(&sql);
+                for value in values {
+                    query = query.bind(value);
+                }
+                let rows = query.fetch_all(&self.pool).await?;
                 for row in &rows {
                     let found_id = text(row, "found_id")?;
                     // LIKE ignores case on SQLite: the needle's case holds.

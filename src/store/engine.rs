@@ -223,47 +223,42 @@ impl Engine {
     }
 
     /// A condition finding the ids in `column` that begin (or end) with `part`
-    /// through an index (migration 0017: each id's last [`ID_PART_INDEXED`]
-    /// characters; a beginning through the primary key on SQLite and MariaDB,
-    /// whose order is byte order, through the first characters on PostgreSQL),
-    /// and the two values it binds, in order. It may match a little more (`LIKE`
+    /// through an index (migration 0017: an end through each id's last
+    /// [`ID_PART_INDEXED`] characters; a beginning as a range in byte order, of
+    /// the primary key on SQLite and MariaDB, of a `COLLATE "C"` index on
+    /// PostgreSQL, whose key may sort by a linguistic collation),
+    /// and the values it binds, in order. It may match a little more (`LIKE`
     /// ignores case on SQLite): the caller checks each id against `part`.
-    pub fn id_part_condition(self, column: &str, end: IdEnd, part: &str) -> (String, [String; 2]) {
-        let escaped = like_escaped(part);
-        let chars = part.chars().count();
-        if chars < ID_PART_INDEXED {
-            // Too short for the indexes: a scan (the search box refuses such parts).
-            let pattern = match end {
-                IdEnd::Start => format!("{escaped}%"),
-                IdEnd::End => format!("%{escaped}"),
-            };
-            return (
-                format!("{column} LIKE ? ESCAPE '!' AND {column} LIKE ? ESCAPE '!'"),
-                [pattern.clone(), pattern],
-            );
-        }
-        let head: String = part.chars().take(ID_PART_INDEXED).collect();
-        let tail: String = part.chars().skip(chars - ID_PART_INDEXED).collect();
-        match (self, end) {
-            (Engine::Sqlite | Engine::MySql, IdEnd::Start) => (
-                format!("{column} >= ? AND {column} < ?"),
-                // Every id beginning with `part` sorts before `part` followed by
-                // the greatest character.
-                [part.to_string(), format!("{part}\u{10FFFF}")],
-            ),
-            (Engine::Postgres, IdEnd::Start) => (
-                format!("left({column}, 8) = ? AND {column} LIKE ? ESCAPE '!'"),
-                [head, format!("{escaped}%")],
-            ),
-            (_, IdEnd::End) => {
+    pub fn id_part_condition(self, column: &str, end: IdEnd, part: &str) -> (String, Vec<String>) {
+        match end {
+            IdEnd::Start => {
+                let bytes = match self {
+                    Engine::Postgres => format!("{column} COLLATE \"C\""),
+                    Engine::Sqlite | Engine::MySql => column.to_string(),
+                };
+                (
+                    format!("{bytes} >= ? AND {bytes} < ?"),
+                    // In byte order every id beginning with `part` sorts before
+                    // `part` followed by the greatest character.
+                    vec![part.to_string(), format!("{part}\u{10FFFF}")],
+                )
+            }
+            IdEnd::End => {
+                let pattern = format!("%{}", like_escaped(part));
+                let chars = part.chars().count();
+                if chars < ID_PART_INDEXED {
+                    // Too short for the index: a scan (the search box refuses such parts).
+                    return (format!("{column} LIKE ? ESCAPE '!'"), vec![pattern]);
+                }
                 let indexed = match self {
                     Engine::Sqlite => format!("substr({column}, -8)"),
                     Engine::Postgres => format!("right({column}, 8)"),
                     Engine::MySql => format!("{column}_tail"),
                 };
+                let tail = part.chars().skip(chars - ID_PART_INDEXED).collect();
                 (
                     format!("{indexed} = ? AND {column} LIKE ? ESCAPE '!'"),
-                    [tail, format!("%{escaped}")],
+                    vec![tail, pattern],
                 )
             }
         }
@@ -507,7 +502,7 @@ mod pinned_migrations {
         (Engine::Sqlite, 14, "35d2812b8f404b2860abc31e067c1d21a90d1d618984aeb9430349bccef8f0eccd7a617f792381e0c0110bdf6ebaa4d1"),
         (Engine::Sqlite, 15, "85175395976f0f01fd0462b2b4a0d721dafdc977e8c2c688df8e0715f1054d8aeaf7657ea49bb4c7e668769f27bc3846"),
         (Engine::Sqlite, 16, "8efea3eaa5ad75bf8bb20e3409c12d156381ad322065f42737e3887a4146087c0c9d2e856e5e66a1deec8930cbc06d45"),
-        (Engine::Sqlite, 17, "0fe0844303e9c63c0fa812231055a6d8a160a495070b77c0c72c5d02bb47b8170d2208e1f62d4cf855347f15fe5a9b1a"),
+        (Engine::Sqlite, 17, "a3108d1dfe8b2b0c058a9defd03860c6935c51a97c96d9a41f20bc57f7dcef1f16dcd7c83fb0059bd1c019de093c8f7f"),
         (Engine::Postgres, 1, "f07585c35a521d00a45214b194364358f69879bb7bfa502a533ad9bbf5a5f98b52c10a41682a18bdc6e8782e4d99e36b"),
         (Engine::Postgres, 2, "6b169987ccf09ab76f29de6c8b135d75ab34dc117ea759e397bdaa4983aa49244bee3d2b74b4025d3bf69761fddf349f"),
         (Engine::Postgres, 3, "3018f744ab9ce54b043f18a1fd895d652cd7ba7bbe2196decc4ee7535cc204e04f9a2a6d3bc471cd6637c3e8c3ea7b91"),
@@ -523,7 +518,7 @@ mod pinned_migrations {
         (Engine::Postgres, 14, "8b2e3822e159420d8a958abcf93fa7aa8a7bccdec3680856f90c8f1a31133376bd37498350ba99340ee0d2b9c2ce5982"),
         (Engine::Postgres, 15, "a1f6b2378d042f9a8234b339d192279edaa1452eca64788d461ee057d991b4a2bbc85e649f268df49e4be6119aa54d4a"),
         (Engine::Postgres, 16, "8efea3eaa5ad75bf8bb20e3409c12d156381ad322065f42737e3887a4146087c0c9d2e856e5e66a1deec8930cbc06d45"),
-        (Engine::Postgres, 17, "cacea435730b3ea32ba7d98dc46c7d5e8bec1682e1c73e8232f745d935875bceb76bb848c5604c52601c93217f91a351"),
+        (Engine::Postgres, 17, "d98f6a6fa32d88f84ac6ba2c77e2faf6c2bd30fbb443ec4a268da199e1b76e5c646e109109041e05e89c7bf7a82635eb"),
         (Engine::MySql, 1, "1b581b8b02aa611a72b4e888aeef4dd44a7869630da4fa86cde52e817119c185a7e01de3ff2298b326134abdec30d1ec"),
         (Engine::MySql, 2, "b25ae144b43823f1198c00f86305ec54ac8eb18e0c2f0649c1ebbc4823ba181d67278967b56fa6af3fa4971365d7b6ce"),
         (Engine::MySql, 3, "067caa0ce8b2d63ada14b3d417c7bc98e8ee38ee13f80ffae457fb8b12c78234fe4957fb8ab6ca5e428b7462c7798ef4"),
@@ -538,7 +533,7 @@ mod pinned_migrations {
         (Engine::MySql, 14, "8b2e3822e159420d8a958abcf93fa7aa8a7bccdec3680856f90c8f1a31133376bd37498350ba99340ee0d2b9c2ce5982"),
         (Engine::MySql, 15, "b65150ddba822bba0e662b06a469426449014e471af727cd1ad08c87b97a85f63eeb12e0c4b88319ecc5fd4707a703d6"),
         (Engine::MySql, 16, "494447dafd727bac89fb93a48a3bd33bf4b0724c1b37cf53591ad64aeae03d6dc92d4133e2c568346e3484323b9fc029"),
-        (Engine::MySql, 17, "42739d2ae76fcfedb6a5560e116ec0c34c817bd4c4ea3406871517ddec5359172a386df306eacd1b5cd94ec199ac9682"),
+        (Engine::MySql, 17, "11dbdea4a01f71de6839c7cf865f2dfdc85a267db9d71dfd1933f445f99690023bd9ea29d584b90a873125c3294256be"),
     ];
 
     #[test]
