@@ -11,9 +11,24 @@ use sqlx::migrate::Migrator;
 use super::error::StoreError;
 use super::fault::StoreFault;
 
-static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
-static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
-static MYSQL_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/mysql");
+// `ignore_missing`: a database a newer release has migrated further still opens
+// (a rollback, or an old node restarting mid-rollout): every migration is
+// additive, so this build's queries hold on the newer schema (docs/OPERATIONS.md).
+// Applied migrations this build knows are still checked against their checksums.
+// (The field is `migrate!`'s own, as public as its `set_ignore_missing`, which
+// needs a `&mut` these statics cannot give.)
+static SQLITE_MIGRATIONS: Migrator = Migrator {
+    ignore_missing: true,
+    ..sqlx::migrate!("./migrations/sqlite")
+};
+static POSTGRES_MIGRATIONS: Migrator = Migrator {
+    ignore_missing: true,
+    ..sqlx::migrate!("./migrations/postgres")
+};
+static MYSQL_MIGRATIONS: Migrator = Migrator {
+    ignore_missing: true,
+    ..sqlx::migrate!("./migrations/mysql")
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Engine {

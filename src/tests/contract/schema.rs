@@ -9,6 +9,7 @@ use testkit::TestDb;
 testkit::contract_tests!(
     migrations_are_idempotent_and_make_the_store_ready,
     dead_letters_written_before_migration_9_keep_their_event_s_cycle,
+    a_database_a_newer_release_migrated_further_still_opens,
 );
 
 async fn migrations_are_idempotent_and_make_the_store_ready(db: &TestDb) {
@@ -17,6 +18,29 @@ async fn migrations_are_idempotent_and_make_the_store_ready(db: &TestDb) {
     store.migrate().await.expect("second migrate is a no-op");
     assert!(store.is_ready().await);
     store.close().await;
+}
+
+/// A rollback (or an old node restarting mid-rollout) opens a database that a
+/// newer release has migrated further: the migration this build does not know is
+/// left alone, and the store opens and is ready.
+async fn a_database_a_newer_release_migrated_further_still_opens(db: &TestDb) {
+    let store = db.store().await;
+    let newer = "INSERT INTO _sqlx_migrations (version, description, success, checksum, \
+                 execution_time) VALUES (999999, 'a newer release', TRUE, ?, 0)";
+    sqlx::query(&store.engine().sql(newer))
+        .bind(vec![7u8; 48])
+        .execute(store.pool())
+        .await
+        .expect("the newer release's migration recorded");
+    store
+        .migrate()
+        .await
+        .expect("a migration this build does not know is left alone");
+    assert!(store.is_ready().await);
+    store.close().await;
+    let reopened = db.store().await;
+    assert!(reopened.is_ready().await);
+    reopened.close().await;
 }
 
 /// A database at migration 8 holds the dead letter of an event failed on its third
