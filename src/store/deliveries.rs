@@ -93,6 +93,22 @@ fn conditions(filter: &EventFilter, paged: bool) -> (String, Vec<Arg<'_>>) {
     (sql, args)
 }
 
+/// A search's match from its row (`found_id`, `owner_type`, `owner_id`).
+fn id_match(
+    row: &sqlx::any::AnyRow,
+    kind: IdKind,
+    id: String,
+    exact: bool,
+) -> Result<IdMatch, StoreError> {
+    Ok(IdMatch {
+        kind,
+        exact,
+        owner_type: text(row, "owner_type")?,
+        owner_id: text(row, "owner_id")?,
+        id,
+    })
+}
+
 /// An event's cause as [`CauseFilter`] defines it: a `CASE` over its last error
 /// and the `LIKE` patterns it binds, in order. `LOWER` on both sides, so it reads
 /// the same on every engine whatever its collation.
@@ -281,13 +297,7 @@ impl DeliveryReads for SqlStore {
                 let found_id = text(row, "found_id")?;
                 // MariaDB's collation may ignore case: the needle's case holds.
                 if found_id == needle {
-                    found.push(IdMatch {
-                        kind,
-                        exact: true,
-                        owner_type: text(row, "owner_type")?,
-                        owner_id: text(row, "owner_id")?,
-                        id: found_id,
-                    });
+                    found.push(id_match(row, kind, found_id, true)?);
                 }
             }
         }
@@ -328,13 +338,7 @@ impl DeliveryReads for SqlStore {
                     if !matches || listed {
                         continue;
                     }
-                    found.push(IdMatch {
-                        kind,
-                        exact: false,
-                        owner_type: text(row, "owner_type")?,
-                        owner_id: text(row, "owner_id")?,
-                        id: found_id,
-                    });
+                    found.push(id_match(row, kind, found_id, false)?);
                 }
             }
         }
