@@ -177,6 +177,29 @@ async fn seed(db: &TestDb, engine: Engine, runs: i64) {
     store.close().await;
 }
 
+/// Waits for the server's first rollup pass to sum the seeded day of minutes into
+/// quarter hours (migration 0018): until then a day's overview would read no
+/// quarters and be timed doing less than it does.
+async fn wait_for_quarters(db: &TestDb) {
+    let pool = sqlx::AnyPool::connect(&db.url).await.expect("connect");
+    let started = Instant::now();
+    loop {
+        let quarters: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM delivery_quarters")
+            .fetch_one(&pool)
+            .await
+            .expect("count quarters");
+        if quarters >= 24 * 4 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the seeded minutes were not summed into quarters in 2 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    pool.close().await;
+}
+
 async fn time_page(
     client: &reqwest::Client,
     base: &str,
@@ -300,6 +323,7 @@ async fn main() {
         let token = admin_token(&db.url);
         // The seeded deliveries point nowhere: workers stay idle so only rendering is timed.
         let server = serve(&db.url, &["--worker-poll-interval-ms", "600000"], &[]).await;
+        wait_for_quarters(&db).await;
         let client = reqwest::Client::new();
         println!(
             "\n{} — {} runs, {} events, {} requests per page (after 10 warm-up)\n",

@@ -366,7 +366,10 @@ impl DeliveryService {
         let since = overview::since(&query, crate::clock::local_now_ms())
             - 5 * crate::store::rollups::MINUTE_MS;
         for part in &self.parts {
-            let read = part.reads.delivery_minutes(since).await;
+            let read = part
+                .reads
+                .delivery_rollups(since, overview::grain(query.window))
+                .await;
             if let Some((rows, now)) = self.partial(part, read, &mut unavailable)? {
                 minutes.push(rows);
                 now_ms = now_ms.max(now);

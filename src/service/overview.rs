@@ -7,10 +7,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use app::dto::{DestinationFailures, OverviewPoint, OverviewQuery, OverviewView, NO_DESTINATION};
+use app::dto::{
+    DestinationFailures, OverviewPoint, OverviewQuery, OverviewView, OverviewWindow, NO_DESTINATION,
+};
 
 use super::format_ms;
-use crate::store::rollups::{DeliveryMinute, ALL, LATENCY_BOUNDS_MS, MINUTE_MS};
+use crate::store::rollups::{
+    DeliveryMinute, RollupGrain, ALL, LATENCY_BOUNDS_MS, MINUTE_MS, QUARTER_MS,
+};
 
 /// Destinations listed, most failures first.
 pub const TOP_DESTINATIONS: usize = 5;
@@ -20,6 +24,16 @@ pub fn since(query: &OverviewQuery, now_ms: i64) -> i64 {
     let bin = query.window.bin_minutes() * MINUTE_MS;
     let bins = query.window.minutes() / query.window.bin_minutes();
     floor(now_ms, bin) - (bins - 1) * bin
+}
+
+/// The rollups a window's bars are summed from: a day's quarter-hour bars from
+/// the quarter-hour rollups (the store keeps them for that), an hour's from minutes.
+pub fn grain(window: OverviewWindow) -> RollupGrain {
+    if window.bin_minutes() * MINUTE_MS == QUARTER_MS {
+        RollupGrain::QuarterHours
+    } else {
+        RollupGrain::Minutes
+    }
 }
 
 fn floor(ms: i64, step: i64) -> i64 {

@@ -129,11 +129,12 @@ fn cause_of_error(rules: &[(&str, i64)]) -> (String, Vec<Arg<'static>>) {
 
 #[async_trait]
 impl DeliveryReads for SqlStore {
-    async fn delivery_minutes(
+    async fn delivery_rollups(
         &self,
         since_ms: i64,
+        grain: super::rollups::RollupGrain,
     ) -> Result<(Vec<super::rollups::DeliveryMinute>, i64), StoreError> {
-        self.read_delivery_minutes(since_ms).await
+        self.read_delivery_rollups(since_ms, grain).await
     }
 
     async fn status_counts(

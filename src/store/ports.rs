@@ -557,11 +557,12 @@ pub trait DeliveryReads: Send + Sync {
         rules: &[(&'static str, i64)],
         limit: u32,
     ) -> Result<Vec<FailureGroup>, StoreError>;
-    /// Every per-minute rollup row (`store::rollups`) of the minutes starting at
-    /// or after `since_ms`, oldest first, and the store's clock.
-    async fn delivery_minutes(
+    /// The rollup rows (`store::rollups`) from `since_ms` on, oldest first, as
+    /// fine as `grain` says, and the store's clock.
+    async fn delivery_rollups(
         &self,
         since_ms: i64,
+        grain: super::rollups::RollupGrain,
     ) -> Result<(Vec<super::rollups::DeliveryMinute>, i64), StoreError>;
 }
 

@@ -19,6 +19,14 @@
 //! [`DESTINATIONS_A_MINUTE`] a minute, source, kind and state, the rest summed
 //! under [`OTHER_DESTINATIONS`]: many failing tenants' endpoints cannot make a
 //! day of rollups large.
+//!
+//! The same pass sums the minutes into quarter hours (`delivery_quarters`), the
+//! bars of the day's chart: a day is then 96 quarters read, not 1,440 minutes.
+//! Every quarter from the store's `quarters_before` mark on is summed again from
+//! its minutes in the transaction that writes them, so the two tables always
+//! agree; a mark behind the minutes' (an older release counted meanwhile) sums
+//! the gap again, and no mark (a store that just gained the table) sums every
+//! minute kept.
 
 use std::collections::BTreeMap;
 
@@ -30,6 +38,8 @@ use super::row::{int, opt_int, opt_text, text};
 use super::sql::SqlStore;
 
 pub const MINUTE_MS: i64 = 60_000;
+/// A bar of the day's chart.
+pub const QUARTER_MS: i64 = 15 * MINUTE_MS;
 /// The source and kind of the store-wide backlog sample, written on every pass
 /// (even when nothing waits), so a minute without one had no recount.
 pub const ALL: &str = "";
@@ -54,8 +64,20 @@ pub const DESTINATIONS_A_MINUTE: usize = 20;
 pub use vocab::OTHER_DESTINATIONS;
 /// Rollup rows written by one statement.
 const INSERT_CHUNK: usize = 100;
+const MINUTES: &str = "delivery_minutes";
+const QUARTERS: &str = "delivery_quarters";
 
-/// One row of `delivery_minutes`.
+/// How finely rollups are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RollupGrain {
+    /// Every minute.
+    Minutes,
+    /// Quarter hours (`minute` is each quarter's first minute), and the minutes
+    /// of the current quarter (whose newest backlog sample is the backlog now).
+    QuarterHours,
+}
+
+/// One row of `delivery_minutes` (or of `delivery_quarters`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeliveryMinute {
     /// The minute's start (epoch ms, the store's clock).
@@ -122,6 +144,10 @@ fn floor_minute(ms: i64) -> i64 {
     ms - ms.rem_euclid(MINUTE_MS)
 }
 
+fn floor_quarter(ms: i64) -> i64 {
+    ms - ms.rem_euclid(QUARTER_MS)
+}
+
 #[async_trait]
 impl DeliveryRollups for SqlStore {
     async fn roll_up(&self, backlog: &[BacklogSample]) -> Result<RollupReport, StoreError> {
@@ -129,13 +155,18 @@ impl DeliveryRollups for SqlStore {
             .fetch_one(&self.pool)
             .await?;
         let current = floor_minute(now);
-        let marked: Option<i64> =
-            sqlx::query("SELECT final_before FROM delivery_rollup_state WHERE id = 1")
-                .fetch_optional(&self.pool)
-                .await?
-                .map(|row| opt_int(&row, "final_before"))
-                .transpose()?
-                .flatten();
+        let (marked, quarters_marked) = match sqlx::query(
+            "SELECT final_before, quarters_before FROM delivery_rollup_state WHERE id = 1",
+        )
+        .fetch_optional(&self.pool)
+        .await?
+        {
+            Some(row) => (
+                opt_int(&row, "final_before")?,
+                opt_int(&row, "quarters_before")?,
+            ),
+            None => (None, None),
+        };
         let backfill = current - BACKFILL_MINUTES * MINUTE_MS;
         let from = match marked {
             // A mark ahead of the clock (the clock ran ahead, then was set right,
@@ -221,7 +252,7 @@ impl DeliveryRollups for SqlStore {
         .execute(&mut *tx)
         .await?;
         for chunk in rows.chunks(INSERT_CHUNK) {
-            self.insert_minutes(&mut tx, chunk, "").await?;
+            self.insert_rollups(&mut tx, MINUTES, chunk, "").await?;
         }
         let samples: Vec<DeliveryMinute> = backlog
             .iter()
@@ -241,24 +272,49 @@ impl DeliveryRollups for SqlStore {
             &["deliveries", "oldest_at"],
         );
         for chunk in samples.chunks(INSERT_CHUNK) {
-            self.insert_minutes(&mut tx, chunk, &resample).await?;
+            self.insert_rollups(&mut tx, MINUTES, chunk, &resample).await?;
         }
-        sqlx::query(
-            &self
-                .engine
-                .sql("UPDATE delivery_rollup_state SET final_before = ? WHERE id = 1"),
-        )
+
+        let kept_from = current - KEEP_MS;
+        let quarters_from = match quarters_marked {
+            Some(mark) if mark <= floor_quarter(from) => mark,
+            Some(_) => floor_quarter(from),
+            None => kept_from,
+        }
+        .max(floor_quarter(kept_from));
+        let quarters_to = floor_quarter(to.max(from + 1) - 1) + QUARTER_MS;
+        let minutes = self
+            .read_rollup_rows(&mut *tx, MINUTES, quarters_from, quarters_to)
+            .await?;
+        let quarters = sum_quarters(minutes);
+        sqlx::query(&self.engine.sql(&format!(
+            "DELETE FROM {QUARTERS} WHERE minute >= ? AND minute < ?"
+        )))
+        .bind(quarters_from)
+        .bind(quarters_to)
+        .execute(&mut *tx)
+        .await?;
+        for chunk in quarters.chunks(INSERT_CHUNK) {
+            self.insert_rollups(&mut tx, QUARTERS, chunk, "").await?;
+        }
+
+        sqlx::query(&self.engine.sql(
+            "UPDATE delivery_rollup_state SET final_before = ?, quarters_before = ? WHERE id = 1",
+        ))
         .bind(final_before)
+        .bind(floor_quarter(final_before))
         .execute(&mut *tx)
         .await?;
-        sqlx::query(
-            &self
-                .engine
-                .sql("DELETE FROM delivery_minutes WHERE minute < ?"),
-        )
-        .bind(current - KEEP_MS)
-        .execute(&mut *tx)
-        .await?;
+        for table in [MINUTES, QUARTERS] {
+            sqlx::query(
+                &self
+                    .engine
+                    .sql(&format!("DELETE FROM {table} WHERE minute < ?")),
+            )
+            .bind(kept_from)
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(RollupReport {
             from,
@@ -276,23 +332,53 @@ impl DeliveryRollups for SqlStore {
 }
 
 impl SqlStore {
-    /// See [`super::ports::DeliveryReads::delivery_minutes`].
-    pub(super) async fn read_delivery_minutes(
+    /// See [`super::ports::DeliveryReads::delivery_rollups`].
+    pub(super) async fn read_delivery_rollups(
         &self,
         since_ms: i64,
+        grain: RollupGrain,
     ) -> Result<(Vec<DeliveryMinute>, i64), StoreError> {
         let now: i64 = sqlx::query_scalar(&format!("SELECT {}", self.engine.now_ms()))
             .fetch_one(&self.reads)
             .await?;
-        let rows = sqlx::query(&self.engine.sql(
+        let minutes_from = match grain {
+            RollupGrain::Minutes => since_ms,
+            RollupGrain::QuarterHours => floor_quarter(now).max(since_ms),
+        };
+        let mut rows = if minutes_from > since_ms {
+            self.read_rollup_rows(&self.reads, QUARTERS, since_ms, minutes_from)
+                .await?
+        } else {
+            Vec::new()
+        };
+        rows.extend(
+            self.read_rollup_rows(&self.reads, MINUTES, minutes_from, i64::MAX)
+                .await?,
+        );
+        Ok((rows, now))
+    }
+
+    /// The rows of `table` from `from` (inclusive) to `to`, oldest first.
+    async fn read_rollup_rows<'e, E>(
+        &self,
+        executor: E,
+        table: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<DeliveryMinute>, StoreError>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::Any>,
+    {
+        let sql = self.engine.sql(&format!(
             "SELECT minute, source, kind, status, destination, deliveries, latency, oldest_at \
-             FROM delivery_minutes WHERE minute >= ? ORDER BY minute",
-        ))
-        .bind(since_ms)
-        .fetch_all(&self.reads)
-        .await?;
-        let minutes = rows
-            .iter()
+             FROM {table} WHERE minute >= ? AND minute < ? ORDER BY minute"
+        ));
+        let rows = sqlx::query(&sql)
+            .bind(from)
+            .bind(to)
+            .fetch_all(executor)
+            .await?;
+        rows.iter()
             .map(|row| {
                 Ok(DeliveryMinute {
                     minute: int(row, "minute")?,
@@ -305,14 +391,15 @@ impl SqlStore {
                     oldest_at: opt_int(row, "oldest_at")?,
                 })
             })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        Ok((minutes, now))
+            .collect()
     }
 
-    /// Inserts `rows` in one statement, `tail` after it (an upsert's, or none).
-    async fn insert_minutes(
+    /// Inserts `rows` into `table` in one statement, `tail` after it (an
+    /// upsert's, or none).
+    async fn insert_rollups(
         &self,
         tx: &mut super::ports::WriteTx,
+        table: &str,
         rows: &[DeliveryMinute],
         tail: &str,
     ) -> Result<(), StoreError> {
@@ -321,7 +408,7 @@ impl SqlStore {
         }
         let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?)"; rows.len()].join(", ");
         let sql = format!(
-            "INSERT INTO delivery_minutes \
+            "INSERT INTO {table} \
              (minute, source, kind, status, destination, deliveries, latency, oldest_at) \
              VALUES {values} {tail}"
         );
@@ -344,26 +431,32 @@ impl SqlStore {
 }
 
 /// Keeps the [`DESTINATIONS_A_MINUTE`] destinations with the most deliveries of
-/// each minute, source, kind and state, and sums the rest into one
-/// [`OTHER_DESTINATIONS`] row (rows come sorted by that key, then destination).
+/// each minute (or quarter), source, kind and state, and sums the rest, with any
+/// [`OTHER_DESTINATIONS`] row already there (a quarter sums minutes that were
+/// folded), into one such row. Rows come sorted by that key, then destination.
 fn fold_destinations(rows: Vec<DeliveryMinute>) -> Vec<DeliveryMinute> {
     let mut out: Vec<DeliveryMinute> = Vec::with_capacity(rows.len());
     let key = |r: &DeliveryMinute| (r.minute, r.source.clone(), r.kind.clone(), r.status.clone());
     let mut group: Vec<DeliveryMinute> = Vec::new();
     let flush = |group: &mut Vec<DeliveryMinute>, out: &mut Vec<DeliveryMinute>| {
-        if group.len() > DESTINATIONS_A_MINUTE {
-            group.sort_by(|a, b| {
+        let (mut named, mut rest): (Vec<_>, Vec<_>) = group
+            .drain(..)
+            .partition(|r| r.destination != OTHER_DESTINATIONS);
+        if named.len() > DESTINATIONS_A_MINUTE {
+            named.sort_by(|a, b| {
                 b.deliveries
                     .cmp(&a.deliveries)
                     .then_with(|| a.destination.cmp(&b.destination))
             });
-            let rest = group.split_off(DESTINATIONS_A_MINUTE);
-            let mut other = rest[0].clone();
+            rest.extend(named.split_off(DESTINATIONS_A_MINUTE));
+        }
+        out.append(&mut named);
+        if let Some(first) = rest.first() {
+            let mut other = first.clone();
             other.destination = OTHER_DESTINATIONS.to_string();
             other.deliveries = rest.iter().map(|r| r.deliveries).sum();
-            group.push(other);
+            out.push(other);
         }
-        out.append(group);
     };
     for row in rows {
         if group.first().is_some_and(|first| key(first) != key(&row)) {
@@ -373,6 +466,46 @@ fn fold_destinations(rows: Vec<DeliveryMinute>) -> Vec<DeliveryMinute> {
     }
     flush(&mut group, &mut out);
     out
+}
+
+/// The quarter-hour rows of `minutes`: counts and latency buckets added up; a
+/// backlog sample (`pending`) is the quarter's peak, with the oldest commit time
+/// any of its minutes saw; failing destinations folded again.
+fn sum_quarters(minutes: Vec<DeliveryMinute>) -> Vec<DeliveryMinute> {
+    let mut quarters: BTreeMap<(i64, String, String, String, String), DeliveryMinute> =
+        BTreeMap::new();
+    for m in minutes {
+        let key = (
+            floor_quarter(m.minute),
+            m.source.clone(),
+            m.kind.clone(),
+            m.status.clone(),
+            m.destination.clone(),
+        );
+        let quarter = quarters.entry(key).or_insert_with(|| DeliveryMinute {
+            minute: floor_quarter(m.minute),
+            deliveries: 0,
+            latency: Vec::new(),
+            oldest_at: None,
+            ..m.clone()
+        });
+        if m.status == "pending" {
+            quarter.deliveries = quarter.deliveries.max(m.deliveries);
+            quarter.oldest_at = match (quarter.oldest_at, m.oldest_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        } else {
+            quarter.deliveries += m.deliveries;
+        }
+        if quarter.latency.len() < m.latency.len() {
+            quarter.latency.resize(m.latency.len(), 0);
+        }
+        for (sum, n) in quarter.latency.iter_mut().zip(&m.latency) {
+            *sum += n;
+        }
+    }
+    fold_destinations(quarters.into_values().collect())
 }
 
 /// Bucket counts as stored: comma-separated, or NULL when there are none.

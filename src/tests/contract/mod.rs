@@ -12,5 +12,6 @@ mod outbox;
 mod outbox_faults;
 mod outbox_replays;
 mod retention;
+mod rollups;
 mod runs;
 mod schema;
