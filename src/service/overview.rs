@@ -157,7 +157,8 @@ pub fn summarise(
     }
     // A bar's backlog is the most each store had in it (a quarter hour of a
     // day's chart stands for its peak, not for whichever minute came last),
-    // added up over the stores.
+    // added up over the stores. A day's quarter rows already hold each source
+    // and kind's peak, so a chosen source's bar adds its kinds' peaks.
     let mut peaks: BTreeMap<(usize, usize), i64> = BTreeMap::new();
     for ((store, minute), (backlog, _)) in &backlog_by_minute {
         let peak = peaks

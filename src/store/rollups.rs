@@ -272,7 +272,8 @@ impl DeliveryRollups for SqlStore {
             &["deliveries", "oldest_at"],
         );
         for chunk in samples.chunks(INSERT_CHUNK) {
-            self.insert_rollups(&mut tx, MINUTES, chunk, &resample).await?;
+            self.insert_rollups(&mut tx, MINUTES, chunk, &resample)
+                .await?;
         }
 
         let kept_from = current - KEEP_MS;
@@ -369,10 +370,11 @@ impl SqlStore {
     where
         E: sqlx::Executor<'e, Database = sqlx::Any>,
     {
-        let sql = self.engine.sql(&format!(
+        let sql = format!(
             "SELECT minute, source, kind, status, destination, deliveries, latency, oldest_at \
              FROM {table} WHERE minute >= ? AND minute < ? ORDER BY minute"
-        ));
+        );
+        let sql = self.engine.sql(&sql);
         let rows = sqlx::query(&sql)
             .bind(from)
             .bind(to)

@@ -4,8 +4,8 @@
 
 use herald::store::ports::DeliveryReads;
 use herald::store::rollups::{
-    DeliveryMinute, DeliveryRollups, RollupGrain, ALL, DESTINATIONS_A_MINUTE, KEEP_MS,
-    MINUTE_MS, OTHER_DESTINATIONS, QUARTER_MS,
+    DeliveryMinute, DeliveryRollups, RollupGrain, ALL, DESTINATIONS_A_MINUTE, KEEP_MS, MINUTE_MS,
+    OTHER_DESTINATIONS, QUARTER_MS,
 };
 use herald::store::SqlStore;
 use sqlx::Executor;
@@ -110,10 +110,7 @@ async fn quarter_hours_say_what_their_minutes_say(db: &TestDb) {
 
     let since = quarter_of(herald::clock::local_now_ms()) - KEEP_MS / 2;
     let (quarters, minutes) = both_grains(&store, since).await;
-    let summed: Vec<&DeliveryMinute> = quarters
-        .iter()
-        .filter(|r| r.minute == quarter)
-        .collect();
+    let summed: Vec<&DeliveryMinute> = quarters.iter().filter(|r| r.minute == quarter).collect();
     assert!(!summed.is_empty(), "the first pass summed the quarter");
     assert!(
         quarters
@@ -125,7 +122,10 @@ async fn quarter_hours_say_what_their_minutes_say(db: &TestDb) {
 
     let completed = of(&quarters, quarter, "completed");
     assert_eq!(completed.len(), 1);
-    assert_eq!(total(&completed), total(&of(&minutes, quarter, "completed")));
+    assert_eq!(
+        total(&completed),
+        total(&of(&minutes, quarter, "completed"))
+    );
     assert_eq!(total(&completed), (10..25).sum::<i64>());
     assert_eq!(
         completed[0].latency[..2],
@@ -182,7 +182,10 @@ async fn a_quarter_mark_behind_the_minutes_sums_the_gap_again(db: &TestDb) {
     store.roll_up(&[]).await.unwrap();
     let since = quarter - QUARTER_MS;
     let (before, _) = both_grains(&store, since).await;
-    assert_eq!(total(&of(&before, quarter, "completed")), (10..25).sum::<i64>());
+    assert_eq!(
+        total(&of(&before, quarter, "completed")),
+        (10..25).sum::<i64>()
+    );
 
     // An older release (no quarters) recounted a minute of the quarter and moved
     // only the minutes' mark on; the quarters' mark is where this release left it.
