@@ -21,6 +21,11 @@
 //! settled events and finished runs DURATION long (`[retention]`), and every
 //! minute Herald's RSS, the database's size and the rows retention removed are
 //! printed beside that minute's commit → receiver p50 / p99.
+//! `backup-at SECONDS` (SQLite, with `soak`): that long into the load, `herald
+//! backup` copies the store while it serves; the bench prints how long the copy
+//! took, its size, the commit → receiver latency while it ran against the rest of
+//! the load, and checks that every run whose move was acknowledged before the copy
+//! began is in the copy, `succeeded`.
 //! PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
 //! Figures go to stdout as Markdown table rows for docs/BENCHMARKS.md.
 
@@ -560,6 +565,7 @@ async fn measure(
     arrivals: &Arrivals,
     connections: Option<usize>,
     soak_retention: Option<&str>,
+    backup_at: Option<u64>,
 ) -> Figures {
     let scratch = tempfile::tempdir().unwrap();
     let ids_path = scratch.path().join("ids");
@@ -651,11 +657,24 @@ async fn measure(
             }
         })
     });
+    let backup_path = scratch.path().join("backup.db");
+    let backup = backup_at.map(|after| {
+        assert_eq!(engine, Engine::Sqlite, "backup-at copies a SQLite store");
+        tokio::spawn(take_backup(
+            Duration::from_secs(after),
+            db.url.clone(),
+            backup_path.clone(),
+        ))
+    });
     run_client(&args);
     if let Some(sampling) = sampling {
         sampling.abort();
     }
     let report = read_report(&acks_path);
+    let backup = match backup {
+        Some(task) => Some(task.await.expect("the backup task")),
+        None => None,
+    };
     if soak_retention.is_some() {
         // An hour's figures are kept even if some requests failed: said, not hidden.
         println!("requests that failed: {}", report.failed);
@@ -664,6 +683,9 @@ async fn measure(
     }
     let runs = runs - report.failed as usize;
     arrivals.wait_for(runs as u64).await;
+    if let Some(backup) = &backup {
+        report_backup(backup, &report, arrivals, &backup_path).await;
+    }
     let wall = (arrivals.last_ns() - report.start_ns) as f64 / 1e9;
     let last_ack = report
         .acks
@@ -729,6 +751,100 @@ async fn measure(
         herald_cpu_per_thousand: herald_cpu_seconds / runs as f64 * 1000.0,
         handed_back,
     }
+}
+
+/// A backup taken while the load ran: when it began and ended (wall-clock ns).
+struct Backup {
+    began_ns: u64,
+    ended_ns: u64,
+}
+
+/// Waits `after`, then copies the store with `herald backup` (which checks the
+/// copy it made) while the load goes on.
+async fn take_backup(after: Duration, url: String, to: std::path::PathBuf) -> Backup {
+    tokio::time::sleep(after).await;
+    let began_ns = now_ns();
+    let out = tokio::process::Command::new(testkit::herald_bin())
+        .args([
+            "backup",
+            "--to",
+            to.to_str().unwrap(),
+            "--database-url",
+            &url,
+        ])
+        .output()
+        .await
+        .expect("run herald backup");
+    let ended_ns = now_ns();
+    assert!(
+        out.status.success(),
+        "herald backup failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Backup { began_ns, ended_ns }
+}
+
+/// Prints what the backup took and cost, and checks that it holds every run whose
+/// move was acknowledged before it began.
+async fn report_backup(
+    backup: &Backup,
+    report: &ClientReport,
+    arrivals: &Arrivals,
+    path: &std::path::Path,
+) {
+    let pool = sqlx::AnyPool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .expect("open the backup");
+    let stored: HashMap<String, String> = sqlx::query_as("SELECT id, status FROM runs")
+        .fetch_all(&pool)
+        .await
+        .expect("read the backup's runs")
+        .into_iter()
+        .collect();
+    pool.close().await;
+    let before: Vec<&String> = report
+        .acks
+        .iter()
+        .filter(|(_, ack)| **ack < backup.began_ns)
+        .map(|(id, _)| id)
+        .collect();
+    let missing = before
+        .iter()
+        .filter(|id| stored.get(id.as_str()).map(String::as_str) != Some("succeeded"))
+        .count();
+    // Commit → receiver of the moves acknowledged while the copy ran, and of the rest.
+    let (mut during, mut rest): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+    {
+        let first = arrivals.first.lock().unwrap();
+        for (id, ack) in &report.acks {
+            let Some(arrived) = first.get(id) else {
+                continue;
+            };
+            let ms = arrived.saturating_sub(*ack) as f64 / 1e6;
+            if (backup.began_ns..=backup.ended_ns).contains(ack) {
+                during.push(ms);
+            } else {
+                rest.push(ms);
+            }
+        }
+    }
+    during.sort_by(f64::total_cmp);
+    rest.sort_by(f64::total_cmp);
+    let size_mb = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) as f64 / 1e6;
+    println!(
+        "| backup | {:.1} s | {size_mb:.0} MB | {} runs in the copy | {} acknowledged before it began, {missing} missing | p50 / p99 while copying {:.1} / {:.1} ms ({} moves) | the rest {:.1} / {:.1} ms |",
+        (backup.ended_ns - backup.began_ns) as f64 / 1e9,
+        stored.len(),
+        before.len(),
+        percentile(&during, 0.5),
+        percentile(&during, 0.99),
+        during.len(),
+        percentile(&rest, 0.5),
+        percentile(&rest, 0.99),
+    );
+    assert!(before.len() > 100, "the load ran before the backup");
+    assert_eq!(missing, 0, "acknowledged runs missing from the backup");
 }
 
 /// For long runs: commit → receiver p50 / p99 per minute of acknowledgement, so
@@ -819,6 +935,11 @@ fn main() {
         ],
     };
     let repeat = number("repeat").unwrap_or(1);
+    let backup_at = number("backup-at").map(|s| s as u64);
+    assert!(
+        backup_at.is_none() || soak.is_some(),
+        "backup-at goes with soak (each tick creates its run)"
+    );
     // Herald's `database_max_connections` (its default when not given).
     let connections = number("connections");
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -843,6 +964,7 @@ fn main() {
                         &arrivals,
                         connections,
                         soak.as_deref(),
+                        backup_at,
                     )
                     .await;
                     let (ceiling, ratio) = match f.ceiling {
