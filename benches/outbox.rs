@@ -59,6 +59,7 @@ fn event(id: String) -> NewEvent {
         delay_ms: 0,
         destination: None,
         trace_parent: None,
+        lane: None,
     }
 }
 
@@ -494,6 +495,7 @@ async fn probe(engine: Engine, n: usize) {
                 status_code: None,
                 error: None,
                 dead_letter_event: None,
+                laned: e.lane.is_some(),
             })
             .collect();
         let t1 = Instant::now();

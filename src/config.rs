@@ -483,6 +483,49 @@ mod tests {
     }
 
     #[test]
+    fn ordered_routes_name_their_lane_and_an_unknown_order_is_refused() {
+        let resolve = |text: &str| {
+            let file = write(text);
+            Settings::resolve(&SettingsArgs {
+                config: Some(file.path().to_path_buf()),
+                ..Default::default()
+            })
+        };
+        let route =
+            "[[routes]]\nname = \"ops\"\nchannel = \"webhook\"\nurl = \"https://h.example.com\"\n";
+        let by_tenant = resolve(&format!("{route}ordered_by = \"tenant\"\n")).unwrap();
+        assert_eq!(
+            by_tenant.routes[0].lane("run-1", "acme").as_deref(),
+            Some("route:ops:tenant:acme")
+        );
+        let by_run = resolve(&format!("{route}ordered_by = \"run\"\n")).unwrap();
+        assert_eq!(
+            by_run.routes[0].lane("run-1", "acme").as_deref(),
+            Some("route:ops:run:run-1")
+        );
+        assert_eq!(
+            resolve(route).unwrap().routes[0].lane("run-1", "acme"),
+            None
+        );
+        // The longest route name and tenant still make a key a store keeps.
+        let longest = format!(
+            "{}ordered_by = \"tenant\"\n",
+            route.replace("ops", &"o".repeat(64))
+        );
+        let long = resolve(&longest).unwrap().routes[0]
+            .lane("run-1", &"t".repeat(128))
+            .unwrap();
+        assert!(long.starts_with("sha256:") && long.len() <= crate::routes::MAX_LANE_LEN);
+        let err = resolve(&format!("{route}ordered_by = \"sometimes\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("ordered_by") || err.contains("sometimes"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn invalid_values_name_the_setting() {
         let err = Settings::resolve(&SettingsArgs {
             database_url: Some("oracle://db".into()),

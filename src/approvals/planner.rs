@@ -217,6 +217,7 @@ impl ApprovalPlanner {
             destination: None,
             // The lifecycle call's trace (its request's span is current).
             trace_parent: crate::telemetry::current_traceparent(),
+            lane: None,
         }
     }
 }

@@ -48,6 +48,7 @@ impl JobsPlanner {
                 destination: destination_of(&route.url),
                 // Under the failed delivery's span: the notice joins its trace.
                 trace_parent: crate::telemetry::current_traceparent(),
+                lane: None,
             })
         }))
     }

@@ -58,10 +58,15 @@ impl JobsPlanner {
             snapshot.clone(),
         ));
         for name in routes {
-            let (payload, redeliverable, destination) = match self.routes.get(name) {
+            let (payload, redeliverable, destination, lane) = match self.routes.get(name) {
                 Some(route) => {
                     let (payload, redeliverable) = route.delivery(&snapshot, &run_text(run));
-                    (payload, redeliverable, destination_of(&route.url))
+                    (
+                        payload,
+                        redeliverable,
+                        destination_of(&route.url),
+                        route.lane(&run.id, &run.tenant),
+                    )
                 }
                 None => (
                     DeliveryPayload::MissingRoute {
@@ -69,16 +74,20 @@ impl JobsPlanner {
                     },
                     true,
                     None,
+                    None,
                 ),
             };
-            events.push(self.event(
-                format!("deliver_{}_{}", run.id, name),
-                kinds::DELIVERY,
-                run,
-                payload.to_json(),
-                redeliverable,
-                destination,
-            ));
+            events.push(NewEvent {
+                lane,
+                ..self.event(
+                    format!("deliver_{}_{}", run.id, name),
+                    kinds::DELIVERY,
+                    run,
+                    payload.to_json(),
+                    redeliverable,
+                    destination,
+                )
+            });
         }
         events
     }
@@ -173,6 +182,7 @@ impl JobsPlanner {
             // Set by the caller, who knows whose trace it continues (a
             // transition's writer, a continuation's delivery).
             trace_parent: None,
+            lane: None,
         }
     }
 }

@@ -57,6 +57,7 @@ async fn send_once(registry: &Registry, event: &NewEvent) -> Option<Outcome> {
         lease_token: String::new(),
         destination: event.destination.clone(),
         trace_parent: event.trace_parent.clone(),
+        lane: event.lane.clone(),
     };
     Some(registration.handler.handle(&attempt).await)
 }

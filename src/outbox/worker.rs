@@ -179,6 +179,7 @@ impl Worker {
             in_flight.clone(),
             finished_rx,
             self.longest_lease(),
+            self.wake.clone(),
         ));
         let heartbeat_stop = CancellationToken::new();
         let heartbeat = tokio::spawn(heartbeat_loop(
@@ -379,6 +380,7 @@ fn deferred(
             finished_at_ms: at,
             settle: Settle::Deferred { delay_ms },
             dead_letter_event: None,
+            laned: event.lane.is_some(),
         },
         tested_destination: false,
         slot: permit,
@@ -450,6 +452,7 @@ async fn run_one(
             finished_at_ms: now_ms(),
             settle,
             dead_letter_event,
+            laned: event.lane.is_some(),
         },
         tested_destination: outcome.tested_destination(),
         slot: permit,
@@ -480,6 +483,7 @@ async fn settle_loop(
     in_flight: InFlight,
     mut finished: mpsc::Receiver<Finished>,
     give_up_after: Duration,
+    wake: Arc<Notify>,
 ) {
     const MAX_BATCH: usize = 512;
     // Dropped (the loop aborted at a drain deadline), it aborts the writes too.
@@ -514,6 +518,7 @@ async fn settle_loop(
             in_flight.clone(),
             batch,
             give_up_after,
+            wake.clone(),
         ));
     }
     while writing.join_next().await.is_some() {}
@@ -528,6 +533,7 @@ async fn settle_batch(
     in_flight: InFlight,
     batch: Vec<Finished>,
     give_up_after: Duration,
+    wake: Arc<Notify>,
 ) {
     // Each delivery's settle span lasts as long as the batch's write.
     let settling: Vec<tracing::Span> = batch
@@ -544,6 +550,14 @@ async fn settle_batch(
     drop(settling);
     if accepted.iter().any(|ok| *ok) {
         crate::changes::notify();
+    }
+    // A lane's head done lets its next event go now, not at the next poll.
+    let lane_moved = settlements
+        .iter()
+        .zip(&accepted)
+        .any(|(s, ok)| *ok && s.laned && matches!(s.settle, Settle::Completed | Settle::Skipped));
+    if lane_moved {
+        wake.notify_one();
     }
     {
         let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());

@@ -12,5 +12,7 @@ mod url;
 pub use book::Routes;
 pub use delivery::DeliveryHandler;
 pub use payload::DeliveryPayload;
-pub use route::{RouteChannel, RouteConfig, MAX_ROUTE_NAME_LEN};
+pub use route::{
+    bounded_lane, OrderedBy, RouteChannel, RouteConfig, MAX_LANE_LEN, MAX_ROUTE_NAME_LEN,
+};
 pub use url::{origin, validate_url, UrlError, MAX_URL_LEN};

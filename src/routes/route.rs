@@ -41,6 +41,46 @@ pub struct RouteConfig {
     /// (default: `destination_max_in_flight`).
     #[serde(default)]
     pub max_in_flight: Option<usize>,
+    /// Deliver this route's events of one run (or one tenant) one at a time, in
+    /// the order their transitions committed (docs/ORDERING.md). Unset: no order.
+    #[serde(default)]
+    pub ordered_by: Option<OrderedBy>,
+}
+
+/// What a route's ordered lanes are keyed by.
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderedBy {
+    Run,
+    Tenant,
+}
+
+/// The longest lane key a store keeps (a 191-character key on MySQL).
+pub const MAX_LANE_LEN: usize = 191;
+
+impl RouteConfig {
+    /// The lane a delivery of this route for `run_id` of `tenant` joins, if the
+    /// route is ordered. A key too long to store is replaced by its SHA-256.
+    pub fn lane(&self, run_id: &str, tenant: &str) -> Option<String> {
+        let key = match self.ordered_by? {
+            OrderedBy::Run => format!("route:{}:run:{run_id}", self.name),
+            OrderedBy::Tenant => format!("route:{}:tenant:{tenant}", self.name),
+        };
+        Some(bounded_lane(key))
+    }
+}
+
+/// `key`, or `sha256:<hex of key>` when it is longer than [`MAX_LANE_LEN`].
+pub fn bounded_lane(key: String) -> String {
+    use sha2::Digest;
+    if key.len() <= MAX_LANE_LEN {
+        key
+    } else {
+        format!(
+            "sha256:{}",
+            hex::encode(sha2::Sha256::digest(key.as_bytes()))
+        )
+    }
 }
 
 /// `to = "a@x"` or `to = ["a@x", "b@y"]`.

@@ -49,6 +49,10 @@ pub struct NewEvent {
     /// The W3C `traceparent` of the request that owed it (traces on), so its
     /// delivery continues that trace.
     pub trace_parent: Option<String>,
+    /// The ordered lane it joins (docs/ORDERING.md): events of one lane are
+    /// delivered one at a time, in the order their transactions committed.
+    /// `None`: unordered.
+    pub lane: Option<String>,
 }
 
 /// An event as a worker holds it under a lease.
@@ -72,6 +76,8 @@ pub struct ClaimedEvent {
     pub destination: Option<String>,
     /// See [`NewEvent::trace_parent`].
     pub trace_parent: Option<String>,
+    /// See [`NewEvent::lane`].
+    pub lane: Option<String>,
 }
 
 /// A whole event row, for operators and tests.
@@ -171,6 +177,9 @@ pub struct Settlement {
     /// When this attempt fails the event: the notification of the operators' dead-letter
     /// route, enqueued in the same transaction as the failure.
     pub dead_letter_event: Option<NewEvent>,
+    /// Whether the event is in a lane: completing or skipping it lets the lane's
+    /// next event go, in the same transaction.
+    pub laned: bool,
 }
 
 /// An event that just ended `failed`, as a dead-letter notifier sees it (no payload).

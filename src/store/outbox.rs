@@ -31,7 +31,12 @@ pub(super) const EVENT_COLUMNS: &str = "event_id, source, kind, parent_type, par
 /// What a claim hands to the worker.
 const CLAIM_COLUMNS: &str =
     "event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
-     attempts, cycle, cycle_attempts, max_attempts, lease_token, destination, trace_parent";
+     attempts, cycle, cycle_attempts, max_attempts, lease_token, destination, trace_parent, lane";
+
+/// What a claim asks of a laned event: that it heads its lane.
+const LANE_HEAD: &str = "(lane IS NULL OR NOT EXISTS (SELECT 1 FROM lane_members mine \
+     JOIN lane_members earlier ON earlier.lane = mine.lane AND earlier.seq < mine.seq \
+     WHERE mine.event_id = outbox_events.event_id))";
 
 /// The fence every worker write carries.
 pub(super) const FENCE: &str = "lease_token = ? AND status = 'processing' AND lease_expires_at > ";
@@ -97,6 +102,7 @@ fn claimed_from_row(row: &AnyRow) -> Result<ClaimedEvent, StoreError> {
         lease_token: text(row, "lease_token")?,
         destination: opt_text(row, "destination")?,
         trace_parent: opt_text(row, "trace_parent")?,
+        lane: opt_text(row, "lane")?,
     })
 }
 
@@ -158,8 +164,11 @@ impl SqlStore {
              attempts = attempts + 1, cycle_attempts = cycle_attempts + 1, updated_at = {now}",
             self.lease_expiry_sql(request)
         );
+        // A laned event goes only as its lane's head: no member of its lane with a
+        // lower sequence number is still open (docs/ORDERING.md §3). The guard
+        // reads `lane_members`, never the table being updated (MySQL's 1093).
         let mut filter = format!(
-            "{filter} AND kind IN ({})",
+            "{filter} AND kind IN ({}) AND {LANE_HEAD}",
             placeholders(request.kinds.len())
         );
         if !avoid.is_empty() {
@@ -543,6 +552,60 @@ impl SqlStore {
     }
 }
 
+impl SqlStore {
+    /// Makes `event_id` the next member of `lane`: its sequence number is taken
+    /// and bumped in `tx`, whose lock on the lane's row lasts until the commit,
+    /// so a later transaction on the lane gets a higher number and commits after
+    /// it. An event already in a lane (an enqueue replayed) keeps its place; the
+    /// number it took is a gap, which orders nothing.
+    async fn join_lane(
+        &self,
+        tx: &mut WriteTx,
+        lane: &str,
+        event_id: &str,
+    ) -> Result<(), StoreError> {
+        let bump = format!(
+            "INSERT INTO lane_sequences (lane, next_seq) VALUES (?, 1) {}",
+            self.engine
+                .increment_tail("lane", "lane_sequences", "next_seq")
+        );
+        sqlx::query(&self.engine.sql(&bump))
+            .bind(lane)
+            .execute(&mut **tx)
+            .await?;
+        let seq: i64 = sqlx::query_scalar(
+            &self
+                .engine
+                .sql("SELECT next_seq FROM lane_sequences WHERE lane = ?"),
+        )
+        .bind(lane)
+        .fetch_one(&mut **tx)
+        .await?;
+        // Not an event that is done already (an enqueue replayed after it was
+        // delivered): its lane must not wait for it again.
+        let done: Option<String> = sqlx::query_scalar(&self.engine.sql(
+            "SELECT event_id FROM outbox_events WHERE event_id = ? AND status IN ('completed', 'skipped')",
+        ))
+        .bind(event_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+        if done.is_some() {
+            return Ok(());
+        }
+        let join = format!(
+            "INSERT INTO lane_members (lane, seq, event_id) VALUES (?, ?, ?) {}",
+            self.engine.insert_if_absent_tail("event_id")
+        );
+        sqlx::query(&self.engine.sql(&join))
+            .bind(lane)
+            .bind(seq)
+            .bind(event_id)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl OutboxStore for SqlStore {
     async fn enqueue_all_in(
@@ -553,14 +616,15 @@ impl OutboxStore for SqlStore {
         // A statement holds at most this many rows (and 11 binds a row).
         const ROWS: usize = 128;
         let now = self.engine.now_ms();
-        let row =
-            format!("(?, ?, ?, ?, ?, ?, ?, 'pending', 0, 1, 0, ?, {now} + ?, {now}, {now}, ?, ?)");
+        let row = format!(
+            "(?, ?, ?, ?, ?, ?, ?, 'pending', 0, 1, 0, ?, {now} + ?, {now}, {now}, ?, ?, ?)"
+        );
         for chunk in events.chunks(ROWS) {
             // Padded with repeats of the last event, which insert-if-absent drops.
             let rows: Vec<&NewEvent> = padded(chunk).collect();
             let sql = format!(
                 "INSERT INTO outbox_events (event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
-                 status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, created_at, updated_at, destination, trace_parent) \
+                 status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, created_at, updated_at, destination, trace_parent, lane) \
                  VALUES {} {}",
                 vec![row.as_str(); rows.len()].join(", "),
                 self.engine.insert_if_absent_tail("event_id")
@@ -579,9 +643,15 @@ impl OutboxStore for SqlStore {
                     .bind(i64::from(event.max_attempts.max(1)))
                     .bind(event.delay_ms.max(0))
                     .bind(event.destination.as_deref())
-                    .bind(event.trace_parent.as_deref());
+                    .bind(event.trace_parent.as_deref())
+                    .bind(event.lane.as_deref());
             }
             query.execute(&mut **tx).await?;
+        }
+        for event in events {
+            if let Some(lane) = &event.lane {
+                self.join_lane(tx, lane, &event.event_id).await?;
+            }
         }
         // Other nodes hear of them after the commit (`outbox::peer_notice`).
         Ok(())
@@ -698,6 +768,27 @@ impl OutboxStore for SqlStore {
                     accepted[i] = ok;
                 }
             }
+        }
+        // A laned event completed or skipped lets its lane's next one go, in
+        // this same transaction (a replayed settlement deletes nothing twice).
+        let done: Vec<&str> = batch
+            .iter()
+            .zip(&accepted)
+            .filter(|(s, ok)| **ok && s.laned)
+            .filter(|(s, _)| matches!(s.settle, Settle::Completed | Settle::Skipped))
+            .map(|(s, _)| s.event_id.as_str())
+            .collect();
+        for chunk in done.chunks(500) {
+            let sql = format!(
+                "DELETE FROM lane_members WHERE event_id IN ({})",
+                placeholders(chunk.len())
+            );
+            let sql = self.engine.sql(&sql);
+            let mut query = sqlx::query(&sql);
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            query.execute(&mut *tx).await?;
         }
         // A deferred claim was no attempt: nothing to log.
         let landed: Vec<&Settlement> = batch

@@ -68,7 +68,17 @@ pub const OUTBOX_EVENTS: TableShape = TableShape {
         ("dead_letter_id", Text),
         ("destination", Text),
         ("trace_parent", Text),
+        ("lane", Text),
     ],
+};
+
+/// An event's place in its ordered lane (docs/ORDERING.md): it goes with the
+/// event, so an event removed by retention (a failed one past
+/// `retention.failed`) no longer holds its lane.
+pub const LANE_MEMBERS: TableShape = TableShape {
+    name: "lane_members",
+    key: &["lane", "seq"],
+    columns: &[("lane", Text), ("seq", Int), ("event_id", Text)],
 };
 
 pub const OUTBOX_ATTEMPTS: TableShape = TableShape {
@@ -149,10 +159,11 @@ pub const IDEMPOTENCY_KEYS: TableShape = TableShape {
 };
 
 /// Every table an archive file may hold.
-pub const ARCHIVED_TABLES: [&TableShape; 5] = [
+pub const ARCHIVED_TABLES: [&TableShape; 6] = [
     &OUTBOX_EVENTS,
     &OUTBOX_ATTEMPTS,
     &OUTBOX_DEAD_LETTERS,
+    &LANE_MEMBERS,
     &OUTBOX_AUDIT,
     &RUNS,
 ];
@@ -237,7 +248,7 @@ impl SqlStore {
                     filter,
                     binds,
                     order: "next_attempt_at",
-                    children: &[&OUTBOX_ATTEMPTS, &OUTBOX_DEAD_LETTERS],
+                    children: &[&OUTBOX_ATTEMPTS, &OUTBOX_DEAD_LETTERS, &LANE_MEMBERS],
                     archived: true,
                 }
             }

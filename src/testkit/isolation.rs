@@ -64,6 +64,7 @@ pub fn delivery(round: usize, i: usize, route: &str, url: &str) -> NewEvent {
         delay_ms: 0,
         destination: herald::outbox::destinations::destination_of(url),
         trace_parent: None,
+        lane: None,
     }
 }
 

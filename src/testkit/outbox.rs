@@ -25,6 +25,7 @@ pub fn test_event(id: &str) -> NewEvent {
         delay_ms: 0,
         destination: None,
         trace_parent: None,
+        lane: None,
     }
 }
 
@@ -99,6 +100,7 @@ pub fn settlement(event: &ClaimedEvent, settle: Settle) -> Settlement {
         status_code: Some(200),
         error: Some("boom".into()),
         dead_letter_event: None,
+        laned: event.lane.is_some(),
     }
 }
 

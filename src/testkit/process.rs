@@ -181,6 +181,7 @@ pub fn callback(id: &str, url: &str) -> NewEvent {
         delay_ms: 0,
         destination: herald::outbox::destinations::destination_of(url),
         trace_parent: None,
+        lane: None,
     }
 }
 

@@ -187,6 +187,63 @@ pub fn run_service(store: &SqlStore, settings: &Settings) -> herald::service::ru
     )
 }
 
+/// A configuration file holding `text` (removed when dropped).
+pub fn config_file(text: &str) -> tempfile::NamedTempFile {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), text).unwrap();
+    file
+}
+
+/// Ends a new run of `tenant`, routed to `routes`, as `succeeded` with `result`
+/// under the configuration file `config`, in this process (no worker runs here:
+/// nothing is sent). Its id and how many notifications the transition owed.
+pub async fn finish_routed_run_in_process(
+    db: &TestDb,
+    store: &SqlStore,
+    config: &tempfile::NamedTempFile,
+    tenant: &str,
+    routes: &[&str],
+    result: serde_json::Value,
+) -> (String, usize) {
+    use herald::service::runs::TransitionRequest;
+    use herald::store::ports::{NewRun, RunRepository};
+    use vocab::{Role, RunStatus, Viewer};
+
+    let settings = Settings::resolve(&SettingsArgs {
+        database_url: Some(db.url.clone()),
+        config: Some(config.path().to_path_buf()),
+        ..Default::default()
+    })
+    .unwrap();
+    let runs = run_service(store, &settings);
+    let run = store
+        .create_run(NewRun {
+            run_type: "etl".into(),
+            tenant: tenant.into(),
+            callback_url: None,
+            routes: routes.iter().map(|r| r.to_string()).collect(),
+        })
+        .await
+        .unwrap();
+    let viewer = Viewer {
+        name: "op".into(),
+        role: Role::Operator,
+    };
+    let done = runs
+        .transition(
+            Some(&viewer),
+            &run.id,
+            TransitionRequest {
+                approval: None,
+                to: RunStatus::Succeeded,
+                result: Some(result),
+            },
+        )
+        .await
+        .unwrap();
+    (run.id, done.notifications.len())
+}
+
 /// Waits (up to 30 s) until the server at `base` answers `GET /readyz` with a 2xx,
 /// asking through `client`.
 pub async fn wait_ready(client: &reqwest::Client, base: &str) {

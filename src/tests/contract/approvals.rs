@@ -287,6 +287,7 @@ impl Fixture {
             lease_token: "t".into(),
             destination: None,
             trace_parent: None,
+            lane: None,
         };
         handler.handle(&claimed).await
     }

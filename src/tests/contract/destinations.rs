@@ -49,6 +49,7 @@ fn claimed(i: usize, origin: &str) -> ClaimedEvent {
         lease_token: "t".into(),
         destination: Some(origin.to_string()),
         trace_parent: None,
+        lane: None,
     }
 }
 

@@ -46,6 +46,7 @@ fn event(id: String) -> NewEvent {
         delay_ms: 0,
         destination: None,
         trace_parent: None,
+        lane: None,
     }
 }
 

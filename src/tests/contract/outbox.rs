@@ -586,6 +586,7 @@ fn event_with(id: &str, redeliverable: bool, max_attempts: u32) -> NewEvent {
         delay_ms: 0,
         destination: None,
         trace_parent: None,
+        lane: None,
     }
 }
 

@@ -31,6 +31,7 @@ fn event(id: &str) -> NewEvent {
         delay_ms: 0,
         destination: None,
         trace_parent: None,
+        lane: None,
     }
 }
 

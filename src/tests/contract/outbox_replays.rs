@@ -26,6 +26,7 @@ fn event(id: &str, redeliverable: bool) -> NewEvent {
         delay_ms: 0,
         destination: None,
         trace_parent: None,
+        lane: None,
     }
 }
 
@@ -58,6 +59,7 @@ async fn claim_one(store: &herald::store::SqlStore, e: NewEvent) -> Settlement {
         status_code: Some(400),
         error: Some("HTTP 400".into()),
         dead_letter_event: None,
+        laned: false,
     }
 }
 

@@ -191,7 +191,16 @@ async fn a_pass_removes_exactly_the_rows_past_their_retention_and_archives_them_
         ("c-due", &owning, "completed", 2 * HOUR),
     ];
     for (id, run, _, _) in &events {
-        enqueue(&store, &[parented(event(id), run)]).await;
+        // `f-old` heads an ordered lane that `p-old` waits in: removing the
+        // failed head releases the lane.
+        let lane = ["f-old", "p-old"]
+            .contains(id)
+            .then(|| "ret-lane".to_string());
+        let laned = herald::outbox::model::NewEvent {
+            lane,
+            ..parented(event(id), run)
+        };
+        enqueue(&store, &[laned]).await;
     }
     for (id, _, status, age) in &events {
         // `c-due` was skipped over while due later than its change (a backoff):
@@ -248,8 +257,14 @@ async fn a_pass_removes_exactly_the_rows_past_their_retention_and_archives_them_
             ("outbox_dead_letters", 1),
             ("outbox_audit", 1),
             ("idempotency_keys", 1),
+            ("lane_members", 1),
             ("runs", 2),
         ])
+    );
+    assert_eq!(
+        left("SELECT event_id FROM lane_members").await,
+        BTreeSet::from(["p-old".to_string()]),
+        "the removed head left its lane; the pending event heads it"
     );
 
     // The archive holds every removed row, whole (payloads included), and nothing
@@ -279,6 +294,10 @@ async fn a_pass_removes_exactly_the_rows_past_their_retention_and_archives_them_
     assert_eq!(
         keys("outbox_dead_letters", "id"),
         BTreeSet::from(["dl-f-old".to_string()])
+    );
+    assert_eq!(
+        keys("lane_members", "event_id"),
+        BTreeSet::from(["f-old".to_string()])
     );
     assert_eq!(
         keys("runs", "id"),

@@ -44,6 +44,7 @@ fn event(id: &str, redeliverable: bool) -> NewEvent {
         delay_ms: 0,
         destination: None,
         trace_parent: None,
+        lane: None,
     }
 }
 

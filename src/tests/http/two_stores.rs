@@ -25,6 +25,7 @@ fn shelved(id: &str, kind: &str, source: Source) -> NewEvent {
         delay_ms: 3_600_000,
         destination: None,
         trace_parent: None,
+        lane: None,
     }
 }
 

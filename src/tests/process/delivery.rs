@@ -427,6 +427,7 @@ async fn a_3xx_is_permanent_and_never_followed() {
             lease_token: "t".into(),
             destination: None,
             trace_parent: None,
+            lane: None,
         };
         let policy = herald::outbox::policy::RetryPolicy {
             max_attempts: 6,
@@ -514,9 +515,7 @@ brand = "{brand}"
         chat = receiver.url_for(&format!("{prefix}-chat")),
         secret_ref = secret.reference(),
     );
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), text).unwrap();
-    file
+    testkit::config_file(&text)
 }
 
 /// Ends a run routed to `ops` and `ops-chat` under the configuration `config`, in
@@ -526,45 +525,17 @@ async fn commit_routed_run(
     store: &SqlStore,
     config: &tempfile::NamedTempFile,
 ) -> String {
-    use herald::config::{Settings, SettingsArgs};
-    use herald::service::runs::TransitionRequest;
-    use herald::store::ports::{NewRun, RunRepository};
-    use vocab::{Role, RunStatus, Viewer};
-
-    let settings = Settings::resolve(&SettingsArgs {
-        database_url: Some(db.url.clone()),
-        config: Some(config.path().to_path_buf()),
-        ..Default::default()
-    })
-    .unwrap();
-    let runs = testkit::run_service(store, &settings);
-    let run = store
-        .create_run(NewRun {
-            run_type: "etl".into(),
-            tenant: "acme".into(),
-            callback_url: None,
-            routes: vec!["ops".into(), "ops-chat".into()],
-        })
-        .await
-        .unwrap();
-    let viewer = Viewer {
-        name: "op".into(),
-        role: Role::Operator,
-    };
-    let done = runs
-        .transition(
-            Some(&viewer),
-            &run.id,
-            TransitionRequest {
-                approval: None,
-                to: RunStatus::Succeeded,
-                result: Some(serde_json::json!({"rows": 7})),
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(done.notifications.len(), 2);
-    run.id
+    let (run, owed) = testkit::finish_routed_run_in_process(
+        db,
+        store,
+        config,
+        "acme",
+        &["ops", "ops-chat"],
+        serde_json::json!({"rows": 7}),
+    )
+    .await;
+    assert_eq!(owed, 2);
+    run
 }
 
 /// Waits until both of the run's deliveries completed.

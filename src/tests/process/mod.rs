@@ -15,6 +15,7 @@ mod isolation;
 mod live;
 mod multi_node;
 mod openapi;
+mod ordered;
 mod prometheus;
 mod retention_crash;
 mod run_approvals_crash;

@@ -25,6 +25,7 @@ fn event(i: usize) -> NewEvent {
         delay_ms: 0,
         destination: None,
         trace_parent: None,
+        lane: None,
     }
 }
 

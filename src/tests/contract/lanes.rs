@@ -1,0 +1,180 @@
+//! Ordered lanes (issue 22, docs/ORDERING.md): events of one lane are claimed one
+//! at a time, in the order they were enqueued; a lane's head that is retrying or
+//! failed holds the rest; other lanes and unordered events flow beside it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use herald::outbox::model::{ClaimedEvent, NewEvent, Settle};
+use herald::store::SqlStore;
+use testkit::{claim, claim_request, enqueue, settlement, test_event, TestDb};
+
+use super::outbox::settle_retrying;
+
+testkit::contract_tests!(
+    a_lane_goes_one_event_at_a_time_in_its_order,
+    a_replayed_enqueue_keeps_its_place_and_a_done_event_does_not_rejoin,
+    racing_claimers_never_hold_two_events_of_one_lane,
+);
+
+fn laned(id: &str, lane: &str) -> NewEvent {
+    NewEvent {
+        lane: Some(lane.to_string()),
+        ..test_event(id)
+    }
+}
+
+async fn claim_ids(store: &SqlStore) -> Vec<ClaimedEvent> {
+    let mut claimed = claim(store, &claim_request(20, 30_000)).await;
+    claimed.sort_by(|a, b| a.event_id.cmp(&b.event_id));
+    claimed
+}
+
+fn ids(claimed: &[ClaimedEvent]) -> Vec<&str> {
+    claimed.iter().map(|c| c.event_id.as_str()).collect()
+}
+
+async fn settle(store: &SqlStore, event: &ClaimedEvent, settle: Settle) {
+    let accepted = settle_retrying(store, &[settlement(event, settle)]).await;
+    assert_eq!(accepted, vec![true], "{} settled", event.event_id);
+}
+
+async fn a_lane_goes_one_event_at_a_time_in_its_order(db: &TestDb) {
+    let store = db.store().await;
+    // Two producer transactions on lane A, one on lane B, one unordered event.
+    enqueue(&store, &[laned("a1", "A"), laned("a2", "A")]).await;
+    enqueue(
+        &store,
+        &[laned("a3", "A"), laned("b1", "B"), test_event("u1")],
+    )
+    .await;
+
+    let first = claim_ids(&store).await;
+    assert_eq!(
+        ids(&first),
+        ["a1", "b1", "u1"],
+        "each lane's head, and the unordered"
+    );
+    assert_eq!(first[0].lane.as_deref(), Some("A"));
+    assert_eq!(first[2].lane, None);
+    assert!(
+        claim_ids(&store).await.is_empty(),
+        "a2 waits behind a1 in flight"
+    );
+
+    // A head put back to retry still holds its lane: it is claimed again, not a2.
+    settle(&store, &first[0], Settle::Retry { delay_ms: 0 }).await;
+    let again = claim_ids(&store).await;
+    assert_eq!(ids(&again), ["a1"]);
+    settle(&store, &again[0], Settle::Completed).await;
+    settle(&store, &first[1], Settle::Completed).await;
+    settle(&store, &first[2], Settle::Completed).await;
+
+    // a1 done: a2 is the head. It fails for good: a3 stays behind it.
+    let next = claim_ids(&store).await;
+    assert_eq!(ids(&next), ["a2"]);
+    settle(&store, &next[0], Settle::Failed { exhausted: true }).await;
+    assert!(
+        claim_ids(&store).await.is_empty(),
+        "a failed head blocks its lane until an operator acts"
+    );
+
+    // Other lanes flow beside the blocked one.
+    enqueue(&store, &[laned("c1", "C"), test_event("u2")]).await;
+    assert_eq!(ids(&claim_ids(&store).await), ["c1", "u2"]);
+}
+
+async fn a_replayed_enqueue_keeps_its_place_and_a_done_event_does_not_rejoin(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[laned("r1", "R"), laned("r2", "R")]).await;
+    // The producer's unit replayed (insert-if-absent): r1 keeps its place.
+    enqueue(&store, &[laned("r1", "R")]).await;
+    let head = claim_ids(&store).await;
+    assert_eq!(ids(&head), ["r1"]);
+    settle(&store, &head[0], Settle::Completed).await;
+
+    // Replayed again after r1 was delivered: r1 does not rejoin, r2 goes.
+    enqueue(&store, &[laned("r1", "R")]).await;
+    let next = claim_ids(&store).await;
+    assert_eq!(ids(&next), ["r2"]);
+    // A skipped head lets its lane go too.
+    enqueue(&store, &[laned("r3", "R")]).await;
+    settle(&store, &next[0], Settle::Skipped).await;
+    assert_eq!(ids(&claim_ids(&store).await), ["r3"]);
+}
+
+/// Four workers claim and complete 3 lanes of 12 events and 12 unordered ones:
+/// no two events of a lane are ever held at once, and each lane completes in
+/// its order.
+async fn racing_claimers_never_hold_two_events_of_one_lane(db: &TestDb) {
+    const LANES: usize = 3;
+    const EACH: usize = 12;
+    let store = db.store().await;
+    for i in 0..EACH {
+        // One producer transaction per step, as transitions commit one by one.
+        let mut events: Vec<NewEvent> = (0..LANES)
+            .map(|l| laned(&format!("l{l}_{i:02}"), &format!("lane-{l}")))
+            .collect();
+        events.push(test_event(&format!("u_{i:02}")));
+        enqueue(&store, &events).await;
+    }
+    let holding: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+    let completed: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let (store, holding, completed) = (store.clone(), holding.clone(), completed.clone());
+        workers.push(tokio::spawn(async move {
+            let mut idle = 0;
+            while idle < 20 {
+                let claimed = claim(&store, &claim_request(4, 30_000)).await;
+                if claimed.is_empty() {
+                    idle += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+                idle = 0;
+                for event in &claimed {
+                    if let Some(lane) = &event.lane {
+                        let earlier = holding
+                            .lock()
+                            .unwrap()
+                            .insert(lane.clone(), event.event_id.clone());
+                        assert_eq!(
+                            earlier, None,
+                            "{} claimed while {lane} was held",
+                            event.event_id
+                        );
+                    }
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                for event in &claimed {
+                    // Let go before the settlement commits: the lane's next event
+                    // can only be claimed after it, so a claim seen now is a
+                    // second one in flight.
+                    if let Some(lane) = &event.lane {
+                        holding.lock().unwrap().remove(lane);
+                        completed
+                            .lock()
+                            .unwrap()
+                            .push((lane.clone(), event.event_id.clone()));
+                    }
+                    settle(&store, event, Settle::Completed).await;
+                }
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let completed = completed.lock().unwrap();
+    for l in 0..LANES {
+        let lane = format!("lane-{l}");
+        let order: Vec<&str> = completed
+            .iter()
+            .filter(|(x, _)| *x == lane)
+            .map(|(_, id)| id.as_str())
+            .collect();
+        let expected: Vec<String> = (0..EACH).map(|i| format!("l{l}_{i:02}")).collect();
+        assert_eq!(order, expected, "{lane} completed in its order");
+    }
+}
