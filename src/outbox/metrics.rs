@@ -15,6 +15,8 @@ pub struct Metrics {
     durable: IntGaugeVec,
     events: IntGaugeVec,
     oldest_pending_age: GaugeVec,
+    blocked_lanes: IntGaugeVec,
+    oldest_blocked_lane: GaugeVec,
     expired_leases: IntGaugeVec,
     attempts: IntCounterVec,
     exhausted: IntCounterVec,
@@ -74,6 +76,20 @@ impl Metrics {
             Opts::new(
                 "herald_outbox_oldest_pending_age_seconds",
                 "Age of the oldest pending event",
+            ),
+            &["source", "kind"],
+        ));
+        let blocked_lanes = must(IntGaugeVec::new(
+            Opts::new(
+                "herald_blocked_lanes",
+                "Ordered lanes whose head is failed or uncertain, waiting for an operator",
+            ),
+            &["source", "kind"],
+        ));
+        let oldest_blocked_lane = must(GaugeVec::new(
+            Opts::new(
+                "herald_oldest_blocked_lane_seconds",
+                "How long the longest-blocked ordered lane has waited for an operator",
             ),
             &["source", "kind"],
         ));
@@ -174,6 +190,8 @@ impl Metrics {
             Box::new(durable.clone()),
             Box::new(events.clone()),
             Box::new(oldest_pending_age.clone()),
+            Box::new(blocked_lanes.clone()),
+            Box::new(oldest_blocked_lane.clone()),
             Box::new(expired_leases.clone()),
             Box::new(attempts.clone()),
             Box::new(exhausted.clone()),
@@ -189,6 +207,8 @@ impl Metrics {
             durable,
             events,
             oldest_pending_age,
+            blocked_lanes,
+            oldest_blocked_lane,
             expired_leases,
             attempts,
             exhausted,
@@ -232,6 +252,10 @@ impl Metrics {
         self.expired_leases
             .with_label_values(&[source, kind])
             .set(0);
+        self.blocked_lanes.with_label_values(&[source, kind]).set(0);
+        self.oldest_blocked_lane
+            .with_label_values(&[source, kind])
+            .set(0.0);
         self.available.with_label_values(&[source]);
         // Counters exist at 0 from the start: Prometheus's increase() sees no
         // rise in a series whose first sample is already 1, so an alert on the
@@ -377,6 +401,19 @@ impl Metrics {
             self.expired_leases
                 .with_label_values(&[source, kind])
                 .set(expired.get(kind).copied().unwrap_or(0));
+            let blocked = stats
+                .blocked_lanes
+                .iter()
+                .find(|b| b.source == source && b.kind == kind);
+            self.blocked_lanes
+                .with_label_values(&[source, kind])
+                .set(blocked.map_or(0, |b| b.lanes));
+            let waited = blocked
+                .and_then(|b| b.oldest_blocked_at)
+                .map_or(0.0, |at| ((now_ms - at).max(0)) as f64 / 1000.0);
+            self.oldest_blocked_lane
+                .with_label_values(&[source, kind])
+                .set(waited);
         }
     }
 

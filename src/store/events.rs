@@ -254,6 +254,19 @@ pub struct OutboxStats {
     /// Whether the settled states (`completed`, `skipped`) were counted this time;
     /// when not, their gauges keep their last value.
     pub settled_counted: bool,
+    /// Ordered lanes whose head is `failed` or `uncertain` (waiting for an
+    /// operator), by the head's source and kind.
+    pub blocked_lanes: Vec<BlockedLanes>,
+}
+
+/// The lanes of one source and kind blocked by a head an operator must act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedLanes {
+    pub source: String,
+    pub kind: String,
+    pub lanes: i64,
+    /// When the longest-blocked head last changed (settled `failed` or `uncertain`).
+    pub oldest_blocked_at: Option<i64>,
 }
 
 /// States an event can still leave on its own or that wait for an operator: few

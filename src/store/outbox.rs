@@ -13,9 +13,9 @@ use vocab::DeliveryStatus;
 use super::engine::{padded, padded_len, placeholders};
 use super::error::StoreError;
 use super::events::{
-    bound_error, dead_letter_id, AttemptRecord, ClaimedEvent, DeadLetterNotifier, EventRecord,
-    FailedEvent, NewEvent, OutboxStats, RetryRefusal, Settle, Settlement, StatsRow, LIVE_STATES,
-    SETTLED_STATES,
+    bound_error, dead_letter_id, AttemptRecord, BlockedLanes, ClaimedEvent, DeadLetterNotifier,
+    EventRecord, FailedEvent, NewEvent, OutboxStats, RetryRefusal, Settle, Settlement, StatsRow,
+    LIVE_STATES, SETTLED_STATES,
 };
 use super::ports::{
     ClaimRequest, ManualRetry, NewAuditEntry, OutboxStore, SweepReport, Transactions, WriteTx,
@@ -1029,6 +1029,27 @@ impl OutboxStore for SqlStore {
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
+        // A lane is blocked when its head (no member before it) waits for an
+        // operator; only open members are in `lane_members`, so this is small.
+        let blocked = sqlx::query(
+            "SELECT e.source, e.kind, COUNT(*) AS n, MIN(e.updated_at) AS oldest \
+             FROM lane_members m JOIN outbox_events e ON e.event_id = m.event_id \
+             WHERE e.status IN ('failed', 'uncertain') AND NOT EXISTS \
+             (SELECT 1 FROM lane_members x WHERE x.lane = m.lane AND x.seq < m.seq) \
+             GROUP BY e.source, e.kind",
+        )
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(BlockedLanes {
+                source: text(r, "source")?,
+                kind: text(r, "kind")?,
+                lanes: int(r, "n")?,
+                oldest_blocked_at: opt_int(r, "oldest")?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
         let now_ms: i64 = sqlx::query_scalar(&format!("SELECT {now}"))
             .fetch_one(&self.pool)
             .await?;
@@ -1036,6 +1057,7 @@ impl OutboxStore for SqlStore {
             rows,
             now_ms,
             settled_counted: count_settled,
+            blocked_lanes: blocked,
         })
     }
 }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use herald::outbox::model::{ClaimedEvent, NewEvent, Settle};
+use herald::store::ports::OutboxStore;
 use herald::store::SqlStore;
 use testkit::{claim, claim_request, enqueue, settlement, test_event, TestDb};
 
@@ -77,6 +78,28 @@ async fn a_lane_goes_one_event_at_a_time_in_its_order(db: &TestDb) {
     assert!(
         claim_ids(&store).await.is_empty(),
         "a failed head blocks its lane until an operator acts"
+    );
+    // Counted as a blocked lane, by its head's source and kind, for the metrics.
+    let stats = store.stats(false).await.unwrap();
+    assert_eq!(stats.blocked_lanes.len(), 1, "{:?}", stats.blocked_lanes);
+    let blocked = &stats.blocked_lanes[0];
+    assert_eq!(
+        (
+            blocked.source.as_str(),
+            blocked.kind.as_str(),
+            blocked.lanes
+        ),
+        ("jobs", "test", 1)
+    );
+    assert!(blocked
+        .oldest_blocked_at
+        .is_some_and(|at| at <= stats.now_ms));
+    let metrics = herald::outbox::metrics::Metrics::new();
+    metrics.refresh("jobs", &stats, stats.now_ms);
+    let text = metrics.render();
+    assert!(
+        text.contains("herald_blocked_lanes{kind=\"test\",source=\"jobs\"} 1"),
+        "{text}"
     );
 
     // Other lanes flow beside the blocked one.
