@@ -555,7 +555,7 @@ async fn settle_batch(
     let lane_moved = settlements
         .iter()
         .zip(&accepted)
-        .any(|(s, ok)| *ok && s.laned && matches!(s.settle, Settle::Completed | Settle::Skipped));
+        .any(|(s, ok)| *ok && s.releases_lane());
     if lane_moved {
         wake.notify_one();
     }

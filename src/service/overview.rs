@@ -13,7 +13,7 @@ use app::dto::{
 
 use super::format_ms;
 use crate::store::rollups::{
-    DeliveryMinute, RollupGrain, ALL, LATENCY_BOUNDS_MS, MINUTE_MS, QUARTER_MS,
+    earliest, floor_to, DeliveryMinute, RollupGrain, ALL, LATENCY_BOUNDS_MS, MINUTE_MS, QUARTER_MS,
 };
 
 /// Destinations listed, most failures first.
@@ -23,7 +23,7 @@ pub const TOP_DESTINATIONS: usize = 5;
 pub fn since(query: &OverviewQuery, now_ms: i64) -> i64 {
     let bin = query.window.bin_minutes() * MINUTE_MS;
     let bins = query.window.minutes() / query.window.bin_minutes();
-    floor(now_ms, bin) - (bins - 1) * bin
+    floor_to(now_ms, bin) - (bins - 1) * bin
 }
 
 /// The rollups a window's bars are summed from: a day's quarter-hour bars from
@@ -34,10 +34,6 @@ pub fn grain(window: OverviewWindow) -> RollupGrain {
     } else {
         RollupGrain::Minutes
     }
-}
-
-fn floor(ms: i64, step: i64) -> i64 {
-    ms - ms.rem_euclid(step)
 }
 
 /// The overview of `query` from each store's rows (from [`since`]): counts add
@@ -108,10 +104,7 @@ pub fn summarise(
         if is_backlog(m) {
             let entry = backlog_by_minute.entry((store, m.minute)).or_default();
             entry.0 += m.deliveries;
-            entry.1 = match (entry.1, m.oldest_at) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            entry.1 = earliest(entry.1, m.oldest_at);
             continue;
         }
         if m.source == ALL || !chosen(m) {

@@ -182,6 +182,14 @@ pub struct Settlement {
     pub laned: bool,
 }
 
+impl Settlement {
+    /// Whether it lets its lane's next event go: a laned event completed or
+    /// skipped (its lane membership is removed in the settle transaction).
+    pub fn releases_lane(&self) -> bool {
+        self.laned && matches!(self.settle, Settle::Completed | Settle::Skipped)
+    }
+}
+
 /// An event that just ended `failed`, as a dead-letter notifier sees it (no payload).
 #[derive(Clone, Debug)]
 pub struct FailedEvent {

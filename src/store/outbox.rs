@@ -774,8 +774,7 @@ impl OutboxStore for SqlStore {
         let done: Vec<&str> = batch
             .iter()
             .zip(&accepted)
-            .filter(|(s, ok)| **ok && s.laned)
-            .filter(|(s, _)| matches!(s.settle, Settle::Completed | Settle::Skipped))
+            .filter(|(s, ok)| **ok && s.releases_lane())
             .map(|(s, _)| s.event_id.as_str())
             .collect();
         for chunk in done.chunks(500) {

@@ -140,12 +140,18 @@ fn bucket_sql() -> String {
     sql
 }
 
-fn floor_minute(ms: i64) -> i64 {
-    ms - ms.rem_euclid(MINUTE_MS)
+/// The start of the `step`-long span (a minute, a quarter, a chart's bar) that
+/// holds `ms`.
+pub fn floor_to(ms: i64, step: i64) -> i64 {
+    ms - ms.rem_euclid(step)
 }
 
-fn floor_quarter(ms: i64) -> i64 {
-    ms - ms.rem_euclid(QUARTER_MS)
+/// The earlier of two optional times (a backlog's oldest commit).
+pub fn earliest(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 #[async_trait]
@@ -154,7 +160,7 @@ impl DeliveryRollups for SqlStore {
         let now: i64 = sqlx::query_scalar(&format!("SELECT {}", self.engine.now_ms()))
             .fetch_one(&self.pool)
             .await?;
-        let current = floor_minute(now);
+        let current = floor_to(now, MINUTE_MS);
         let (marked, quarters_marked) = match sqlx::query(
             "SELECT final_before, quarters_before FROM delivery_rollup_state WHERE id = 1",
         )
@@ -180,7 +186,7 @@ impl DeliveryRollups for SqlStore {
         let to = (current + MINUTE_MS)
             .min(from + MINUTES_A_PASS * MINUTE_MS)
             .max(from);
-        let final_before = floor_minute(now - GRACE_MS).max(from).min(to);
+        let final_before = floor_to(now - GRACE_MS, MINUTE_MS).max(from).min(to);
 
         // Counted outside the write transaction (SQLite's one writer is not held
         // while the minutes are read); a settlement committed meanwhile is in a
@@ -278,12 +284,12 @@ impl DeliveryRollups for SqlStore {
 
         let kept_from = current - KEEP_MS;
         let quarters_from = match quarters_marked {
-            Some(mark) if mark <= floor_quarter(from) => mark,
-            Some(_) => floor_quarter(from),
+            Some(mark) if mark <= floor_to(from, QUARTER_MS) => mark,
+            Some(_) => floor_to(from, QUARTER_MS),
             None => kept_from,
         }
-        .max(floor_quarter(kept_from));
-        let quarters_to = floor_quarter(to.max(from + 1) - 1) + QUARTER_MS;
+        .max(floor_to(kept_from, QUARTER_MS));
+        let quarters_to = floor_to(to.max(from + 1) - 1, QUARTER_MS) + QUARTER_MS;
         let minutes = self
             .read_rollup_rows(&mut *tx, MINUTES, quarters_from, quarters_to)
             .await?;
@@ -303,7 +309,7 @@ impl DeliveryRollups for SqlStore {
             "UPDATE delivery_rollup_state SET final_before = ?, quarters_before = ? WHERE id = 1",
         ))
         .bind(final_before)
-        .bind(floor_quarter(final_before))
+        .bind(floor_to(final_before, QUARTER_MS))
         .execute(&mut *tx)
         .await?;
         for table in [MINUTES, QUARTERS] {
@@ -344,7 +350,7 @@ impl SqlStore {
             .await?;
         let minutes_from = match grain {
             RollupGrain::Minutes => since_ms,
-            RollupGrain::QuarterHours => floor_quarter(now).max(since_ms),
+            RollupGrain::QuarterHours => floor_to(now, QUARTER_MS).max(since_ms),
         };
         let mut rows = if minutes_from > since_ms {
             self.read_rollup_rows(&self.reads, QUARTERS, since_ms, minutes_from)
@@ -478,14 +484,14 @@ fn sum_quarters(minutes: Vec<DeliveryMinute>) -> Vec<DeliveryMinute> {
         BTreeMap::new();
     for m in minutes {
         let key = (
-            floor_quarter(m.minute),
+            floor_to(m.minute, QUARTER_MS),
             m.source.clone(),
             m.kind.clone(),
             m.status.clone(),
             m.destination.clone(),
         );
         let quarter = quarters.entry(key).or_insert_with(|| DeliveryMinute {
-            minute: floor_quarter(m.minute),
+            minute: floor_to(m.minute, QUARTER_MS),
             deliveries: 0,
             latency: Vec::new(),
             oldest_at: None,
@@ -493,10 +499,7 @@ fn sum_quarters(minutes: Vec<DeliveryMinute>) -> Vec<DeliveryMinute> {
         });
         if m.status == "pending" {
             quarter.deliveries = quarter.deliveries.max(m.deliveries);
-            quarter.oldest_at = match (quarter.oldest_at, m.oldest_at) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            quarter.oldest_at = earliest(quarter.oldest_at, m.oldest_at);
         } else {
             quarter.deliveries += m.deliveries;
         }
@@ -538,9 +541,9 @@ mod tests {
 
     #[test]
     fn minutes_floor_to_their_start() {
-        assert_eq!(floor_minute(125_000), 120_000);
-        assert_eq!(floor_minute(120_000), 120_000);
-        assert_eq!(floor_minute(-1), -60_000);
+        assert_eq!(floor_to(125_000, MINUTE_MS), 120_000);
+        assert_eq!(floor_to(120_000, MINUTE_MS), 120_000);
+        assert_eq!(floor_to(-1, MINUTE_MS), -60_000);
     }
 
     #[test]

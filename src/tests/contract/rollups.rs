@@ -4,8 +4,8 @@
 
 use herald::store::ports::DeliveryReads;
 use herald::store::rollups::{
-    DeliveryMinute, DeliveryRollups, RollupGrain, ALL, DESTINATIONS_A_MINUTE, KEEP_MS, MINUTE_MS,
-    OTHER_DESTINATIONS, QUARTER_MS,
+    floor_to, DeliveryMinute, DeliveryRollups, RollupGrain, ALL, DESTINATIONS_A_MINUTE, KEEP_MS,
+    MINUTE_MS, OTHER_DESTINATIONS, QUARTER_MS,
 };
 use herald::store::SqlStore;
 use sqlx::Executor;
@@ -20,13 +20,9 @@ testkit::contract_tests!(
 /// (or a quarter) keeps apart.
 const FAILING: usize = DESTINATIONS_A_MINUTE + 5;
 
-fn quarter_of(ms: i64) -> i64 {
-    ms - ms.rem_euclid(QUARTER_MS)
-}
-
 /// Two hours back, quarter-aligned: final, and well inside what is kept.
 fn seeded_quarter() -> i64 {
-    quarter_of(herald::clock::local_now_ms()) - 8 * QUARTER_MS
+    floor_to(herald::clock::local_now_ms(), QUARTER_MS) - 8 * QUARTER_MS
 }
 
 async fn exec(store: &SqlStore, sql: &str) {
@@ -81,7 +77,7 @@ async fn seed_quarter(store: &SqlStore, quarter: i64) {
 
 fn of(rows: &[DeliveryMinute], quarter: i64, status: &str) -> Vec<DeliveryMinute> {
     rows.iter()
-        .filter(|r| quarter_of(r.minute) == quarter && r.status == status)
+        .filter(|r| floor_to(r.minute, QUARTER_MS) == quarter && r.status == status)
         .cloned()
         .collect()
 }
@@ -108,14 +104,14 @@ async fn quarter_hours_say_what_their_minutes_say(db: &TestDb) {
     seed_quarter(&store, quarter).await;
     store.roll_up(&[]).await.unwrap();
 
-    let since = quarter_of(herald::clock::local_now_ms()) - KEEP_MS / 2;
+    let since = floor_to(herald::clock::local_now_ms(), QUARTER_MS) - KEEP_MS / 2;
     let (quarters, minutes) = both_grains(&store, since).await;
     let summed: Vec<&DeliveryMinute> = quarters.iter().filter(|r| r.minute == quarter).collect();
     assert!(!summed.is_empty(), "the first pass summed the quarter");
     assert!(
         quarters
             .iter()
-            .filter(|r| quarter_of(r.minute) == quarter)
+            .filter(|r| floor_to(r.minute, QUARTER_MS) == quarter)
             .all(|r| r.minute == quarter),
         "a quarter is one row per key, at its first minute"
     );
