@@ -2,7 +2,7 @@
 //! transitions of pre-created runs to a verifying receiver, commit → receiver
 //! latency, Herald's CPU and peak RSS, and the bare loopback ceiling.
 //!
-//! `cargo bench --bench e2e -- [sqlite|postgres] [closed] [concurrency N] [runs N] [rate N] [seconds N] [repeat N] [connections N] [soak DURATION]`
+//! `cargo bench --bench e2e -- [sqlite|postgres] [closed] [concurrency N] [runs N] [rate N] [seconds N] [repeat N] [connections N] [soak DURATION] [backup-at SECONDS] [ordered-keys N]`
 //!
 //! Three processes: the release `herald serve` on a fresh database; this process,
 //! which is the receiver (it verifies every Standard Webhooks signature and counts
@@ -26,6 +26,10 @@
 //! took, its size, the commit → receiver latency while it ran against the rest of
 //! the load, and checks that every run whose move was acknowledged before the copy
 //! began is in the copy, `succeeded`.
+//! `ordered-keys N` (issue 22): Herald orders callbacks by tenant
+//! (`callback_ordered_by = "tenant"`) and the runs are spread over N tenants, so
+//! the webhooks go one at a time per tenant, in commit order, over N lanes; the
+//! rate beside the unordered one is what ordering costs.
 //! PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
 //! Figures go to stdout as Markdown table rows for docs/BENCHMARKS.md.
 
@@ -125,7 +129,12 @@ fn client_main(args: &[String]) {
             .build()
             .unwrap();
         match args[0].as_str() {
-            "create" => create_runs(&http, &args[1], &args[2], &args[3], &args[4], &args[5]).await,
+            "create" => {
+                create_runs(
+                    &http, &args[1], &args[2], &args[3], &args[4], &args[5], &args[6],
+                )
+                .await
+            }
             "transition" => {
                 let ids: Vec<String> = std::fs::read_to_string(&args[3])
                     .unwrap()
@@ -189,8 +198,11 @@ async fn create_runs(
     hook: &str,
     runs: &str,
     out: &str,
+    tenants: &str,
 ) {
     let runs: usize = runs.parse().unwrap();
+    // One tenant, or the runs spread round-robin over `tenants` (ordered lanes).
+    let tenants: usize = tenants.parse().unwrap();
     let next = Arc::new(AtomicUsize::new(0));
     let ids = Arc::new(Mutex::new(Vec::with_capacity(runs)));
     let mut tasks = tokio::task::JoinSet::new();
@@ -198,17 +210,26 @@ async fn create_runs(
         let (http, next, ids) = (http.clone(), next.clone(), ids.clone());
         let (base, token, hook) = (base.to_string(), token.to_string(), hook.to_string());
         tasks.spawn(async move {
-            while next.fetch_add(1, Ordering::Relaxed) < runs {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= runs {
+                    break;
+                }
+                let tenant = format!("bench-{}", i % tenants.max(1));
                 let resp = http
                     .post(format!("{base}/api/v1/runs"))
                     .bearer_auth(&token)
-                    .json(&serde_json::json!({"type": "etl", "tenant": "bench", "callback_url": hook}))
+                    .json(
+                        &serde_json::json!({"type": "etl", "tenant": tenant, "callback_url": hook}),
+                    )
                     .send()
                     .await
                     .expect("create run");
                 assert!(resp.status().is_success(), "create run: {}", resp.status());
                 let run: serde_json::Value = resp.json().await.unwrap();
-                ids.lock().unwrap().push(run["id"].as_str().unwrap().to_string());
+                ids.lock()
+                    .unwrap()
+                    .push(run["id"].as_str().unwrap().to_string());
             }
         });
     }
@@ -558,15 +579,32 @@ async fn metric_sum(base: &str, family: &str) -> f64 {
         .fold(0.0, |total, rows| total + rows)
 }
 
+/// What a measurement is asked besides its engine and load (the command line's options).
+struct Options {
+    /// Herald's `database_max_connections` (its default when not given).
+    connections: Option<usize>,
+    /// `soak DURATION`: how long settled events and finished runs are kept.
+    soak_retention: Option<String>,
+    /// `backup-at SECONDS`: when a backup is taken during a soak.
+    backup_at: Option<u64>,
+    /// `ordered-keys N`: callbacks ordered by tenant over N tenants.
+    ordered_keys: Option<usize>,
+}
+
 async fn measure(
     engine: Engine,
     load: Load,
     hook: &str,
     arrivals: &Arrivals,
-    connections: Option<usize>,
-    soak_retention: Option<&str>,
-    backup_at: Option<u64>,
+    options: &Options,
 ) -> Figures {
+    let Options {
+        connections,
+        backup_at,
+        ordered_keys,
+        ..
+    } = *options;
+    let soak_retention = options.soak_retention.as_deref();
     let scratch = tempfile::tempdir().unwrap();
     let ids_path = scratch.path().join("ids");
     let acks_path = scratch.path().join("acks");
@@ -589,6 +627,10 @@ async fn measure(
         .unwrap();
         flags.extend(["--config", config_text.as_str()]);
     }
+    if ordered_keys.is_some() {
+        flags.extend(["--callback-ordered-by", "tenant"]);
+    }
+    let tenants = ordered_keys.unwrap_or(1).to_string();
     let server = serve(&db.url, &flags, &[("HERALD_WEBHOOK_SECRET", SECRET)]).await;
     let pid = server.pid().to_string();
     let runs = load.runs();
@@ -603,6 +645,7 @@ async fn measure(
             hook,
             runs_text.as_str(),
             ids_text,
+            tenants.as_str(),
         ]);
         eprintln!(
             "{}: created {runs} runs in {:.1} s ({:.0}/s, not timed below)",
@@ -942,6 +985,17 @@ fn main() {
     );
     // Herald's `database_max_connections` (its default when not given).
     let connections = number("connections");
+    let ordered_keys = number("ordered-keys");
+    assert!(
+        ordered_keys.is_none() || soak.is_none(),
+        "ordered-keys goes with runs made in advance, not a soak"
+    );
+    let options = Options {
+        connections,
+        soak_retention: soak,
+        backup_at,
+        ordered_keys,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -957,16 +1011,7 @@ fn main() {
         for _ in 0..repeat {
             for engine in &engines {
                 for load in &loads {
-                    let f = measure(
-                        *engine,
-                        *load,
-                        &hook,
-                        &arrivals,
-                        connections,
-                        soak.as_deref(),
-                        backup_at,
-                    )
-                    .await;
+                    let f = measure(*engine, *load, &hook, &arrivals, &options).await;
                     let (ceiling, ratio) = match f.ceiling {
                         Some(c) => (format!("{c:.0}/s"), format!("{:.2}", f.per_second / c)),
                         None => ("—".into(), "—".into()),
@@ -974,7 +1019,10 @@ fn main() {
                     println!(
                         "| {} | {} | {:.0} | {:.0} | {:.1} / {:.1} ms | {:.2} / {:.2} / {:.2} / {:.2} | {:.0} MB | {} | {} | {:.2} | {:.0} |",
                         engine.name(),
-                        load.describe(),
+                        match ordered_keys {
+                            Some(keys) => format!("{}, ordered over {keys} tenants", load.describe()),
+                            None => load.describe(),
+                        },
                         f.per_second,
                         f.acknowledged,
                         f.p50_ms,

@@ -9,12 +9,13 @@
  * unless steered), with the path's `Retry-After` if one is set. Specs steer it and
  * read what arrived over a small control API (client: tests/receiver.ts):
  *
- *   POST /_e2e/steer     {"path", "status"?, "plan"?, "retryAfter"?}  replaces how a path answers
+ *   POST /_e2e/steer     {"path", "status"?, "plan"?, "retryAfter"?, "delayMs"?}  replaces how a path answers
+ *                        (delayMs: the answer waits that long, so a delivery stays in flight)
  *   GET  /_e2e/arrivals?path=/hook                                   what arrived (all paths without ?path)
  */
 import http from "node:http";
 
-/** @typedef {{ status: number, plan: number[], retryAfter?: string }} Behaviour */
+/** @typedef {{ status: number, plan: number[], retryAfter?: string, delayMs: number }} Behaviour */
 /** @typedef {{ path: string, id: string, at: number, status: number, headers: http.IncomingHttpHeaders }} Arrival */
 
 /** @type {Map<string, Behaviour>} */
@@ -31,10 +32,10 @@ function reply(res, status, body) {
 /** @param {string} method @param {URL} url @param {string} body @param {http.ServerResponse} res */
 function control(method, url, body, res) {
   if (method === "POST" && url.pathname === "/_e2e/steer") {
-    const { path, status = 200, plan = [], retryAfter } = JSON.parse(body || "{}");
+    const { path, status = 200, plan = [], retryAfter, delayMs = 0 } = JSON.parse(body || "{}");
     if (typeof path !== "string" || !path.startsWith("/")) return reply(res, 400, { error: "path must start with /" });
-    behaviours.set(path, { status, plan: [...plan], retryAfter: retryAfter == null ? undefined : String(retryAfter) });
-    return reply(res, 200, { path, status, plan, retryAfter });
+    behaviours.set(path, { status, plan: [...plan], retryAfter: retryAfter == null ? undefined : String(retryAfter), delayMs });
+    return reply(res, 200, { path, status, plan, retryAfter, delayMs });
   }
   if (method === "GET" && url.pathname === "/_e2e/arrivals") {
     const path = url.searchParams.get("path");
@@ -57,11 +58,13 @@ const server = http.createServer((req, res) => {
       }
       return;
     }
-    const how = behaviours.get(url.pathname) ?? { status: 200, plan: [] };
+    const how = behaviours.get(url.pathname) ?? { status: 200, plan: [], delayMs: 0 };
     const status = how.plan.shift() ?? how.status;
     arrivals.push({ path: url.pathname, id: String(req.headers["webhook-id"] ?? ""), at: Date.now(), status, headers: req.headers });
-    res.writeHead(status, { "content-type": "text/plain", ...(how.retryAfter ? { "retry-after": how.retryAfter } : {}) });
-    res.end(String(status));
+    setTimeout(() => {
+      res.writeHead(status, { "content-type": "text/plain", ...(how.retryAfter ? { "retry-after": how.retryAfter } : {}) });
+      res.end(String(status));
+    }, how.delayMs);
   });
 });
 

@@ -74,6 +74,13 @@ name = "ops-chat"
 channel = "chat"
 url = "$receiver/chat"
 brand = "Herald e2e"
+
+# lanes.spec.ts: one tenant's deliveries one at a time, in commit order.
+[[routes]]
+name = "e2e-ordered"
+channel = "webhook"
+url = "$receiver/ordered"
+ordered_by = "tenant"
 TOML
 export HERALD_CONFIG="$dir/herald.toml"
 

@@ -144,6 +144,8 @@ settings! {
     destination_allowlist: String = String::new(), "HERALD_DESTINATION_ALLOWLIST";
     /// Signing secret of run callbacks, by reference: env:NAME or file:/path [default: env:HERALD_WEBHOOK_SECRET]
     callback_secret_ref: String = "env:HERALD_WEBHOOK_SECRET".to_string(), "HERALD_CALLBACK_SECRET_REF";
+    /// Deliver run callbacks one at a time per run or per tenant, in commit order (docs/ORDERING.md): none, run or tenant [default: none]
+    callback_ordered_by: CallbackOrder = CallbackOrder::Unordered, "HERALD_CALLBACK_ORDERED_BY";
     /// The route that is told about every event that ends failed [default: none]
     dead_letter_route: String = String::new(), "HERALD_DEAD_LETTER_ROUTE";
     /// Deliveries in flight at once per destination origin, for callbacks and routes without their own max_in_flight [default: 16]
@@ -178,6 +180,30 @@ pub enum LogFormat {
     #[default]
     Text,
     Json,
+}
+
+/// Whether run callbacks are ordered, and by what (`callback_ordered_by`).
+#[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CallbackOrder {
+    /// No order: today's behaviour.
+    #[default]
+    #[value(name = "none")]
+    #[serde(rename = "none")]
+    Unordered,
+    Run,
+    Tenant,
+}
+
+impl CallbackOrder {
+    /// The route setting's equivalent, if callbacks are ordered.
+    pub fn ordered_by(self) -> Option<crate::routes::OrderedBy> {
+        match self {
+            CallbackOrder::Unordered => None,
+            CallbackOrder::Run => Some(crate::routes::OrderedBy::Run),
+            CallbackOrder::Tenant => Some(crate::routes::OrderedBy::Tenant),
+        }
+    }
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/herald.db";
@@ -523,6 +549,35 @@ mod tests {
             err.contains("ordered_by") || err.contains("sometimes"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn callback_order_is_none_run_or_tenant() {
+        let resolve = |text: &str| {
+            let file = write(text);
+            Settings::resolve(&SettingsArgs {
+                config: Some(file.path().to_path_buf()),
+                ..Default::default()
+            })
+        };
+        assert_eq!(resolve("").unwrap().callback_ordered_by.ordered_by(), None);
+        assert_eq!(
+            resolve("callback_ordered_by = \"tenant\"\n")
+                .unwrap()
+                .callback_ordered_by
+                .ordered_by(),
+            Some(crate::routes::OrderedBy::Tenant)
+        );
+        assert_eq!(
+            resolve("callback_ordered_by = \"none\"\n")
+                .unwrap()
+                .callback_ordered_by,
+            CallbackOrder::Unordered
+        );
+        let err = resolve("callback_ordered_by = \"sometimes\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sometimes"), "{err}");
     }
 
     #[test]

@@ -109,6 +109,7 @@ pub fn jobs_planner(settings: &Settings) -> JobsPlanner {
                 .filter(|s| !s.is_empty()),
             dead_letter_route: Some(settings.dead_letter_route.clone()).filter(|s| !s.is_empty()),
             max_attempts: settings.max_attempts,
+            callback_ordered_by: settings.callback_ordered_by.ordered_by(),
         },
     )
 }

@@ -5,10 +5,11 @@
 use async_trait::async_trait;
 
 use crate::dto::{
-    AccountOutcome, AccountsView, ApprovalDetailView, ApprovalRow, AuditPage, BreakerClosed,
-    BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage, DeliveryQuery, DeliveryView,
-    FailureGroups, OverviewQuery, OverviewView, RecordDetail, RecordsPage, ReplayShelfView,
-    RetryCommand, RunPage, RunQuery, RunView, SearchAnswer, Viewer,
+    AccountOutcome, AccountsView, ApprovalDetailView, ApprovalRow, AuditPage, BlockedLanes,
+    BreakerClosed, BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
+    DeliveryQuery, DeliveryView, FailureGroups, OverviewQuery, OverviewView, RecordDetail,
+    RecordsPage, ReplayShelfView, RetryCommand, RunPage, RunQuery, RunView, SearchAnswer,
+    SkipCommand, Viewer,
 };
 
 /// A failure the console can show: an HTTP-like status and a human message.
@@ -92,6 +93,17 @@ pub trait ConsolePort: Send + Sync + 'static {
         viewer: Option<&Viewer>,
         destination: String,
     ) -> Result<BreakerClosed, ConsoleError>;
+
+    /// The ordered lanes whose head waits for an operator.
+    async fn blocked_lanes(&self, viewer: Option<&Viewer>) -> Result<BlockedLanes, ConsoleError>;
+
+    /// Skips a failed or uncertain delivery for good, with the operator's reason.
+    async fn skip_delivery(
+        &self,
+        viewer: Option<&Viewer>,
+        event_id: String,
+        command: SkipCommand,
+    ) -> Result<DeliveryView, ConsoleError>;
 }
 
 /// What the Approvals page needs from the server.

@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { serverUrl } from "./fixtures";
 
 /** How a receiver path answers: its plan first (one status per request), then `status`. */
-export type Steering = { status?: number; plan?: number[]; retryAfter?: number };
+export type Steering = { status?: number; plan?: number[]; retryAfter?: number; delayMs?: number };
 export type Arrival = { path: string; id: string; at: number; status: number; headers: Record<string, string> };
 
 /**

@@ -36,6 +36,8 @@ use super::SESSION_COOKIE;
         super::runs::transition_runs,
         super::runs::run_deliveries,
         super::deliveries::retry_delivery,
+        super::deliveries::skip_delivery,
+        super::deliveries::blocked_lanes,
         super::approvals::list_records,
         super::approvals::create_record,
         super::approvals::get_record,
@@ -61,7 +63,7 @@ use super::SESSION_COOKIE;
     security(("bearer" = []), ("session" = [])),
     tags(
         (name = "runs", description = "Runs and their transitions (seed 003)"),
-        (name = "deliveries", description = "A delivery's manual retry"),
+        (name = "deliveries", description = "A delivery's manual retry and skip, and the blocked ordered lanes"),
         (name = "records", description = "The records approvals act on (seed 000)"),
         (name = "approvals", description = "Approval definitions and the approval lifecycle (seed 000)"),
         (name = "admin", description = "The operators' outbox, audit trail, breakers and replay shelf"),
@@ -261,6 +263,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(operations, 25, "every routed operation is in the document");
+        assert_eq!(operations, 27, "every routed operation is in the document");
     }
 }

@@ -7,7 +7,7 @@ use crate::channels::webhook::WebhookPayload;
 use crate::clock::format_ms;
 use crate::outbox::destinations::destination_of;
 use crate::outbox::model::{NewEvent, Source};
-use crate::routes::{DeliveryPayload, Routes};
+use crate::routes::{lane_key, DeliveryPayload, OrderedBy, Routes};
 use crate::store::ports::Run;
 use vocab::run_approvals::{approval_request_id, ApprovalRequest, RunDecision, APPROVAL_REQUEST};
 
@@ -20,6 +20,8 @@ pub struct JobsPlan {
     pub dead_letter_route: Option<String>,
     /// Sending attempts per automatic cycle.
     pub max_attempts: u32,
+    /// Run callbacks delivered one at a time per run or tenant (none: unordered).
+    pub callback_ordered_by: Option<OrderedBy>,
 }
 
 pub struct JobsPlanner {
@@ -136,14 +138,21 @@ impl JobsPlanner {
             body,
             secret_ref: self.plan.callback_secret_ref.clone(),
         };
-        Some(self.event(
-            event_id,
-            kinds::CALLBACK,
-            run,
-            serde_json::to_string(&payload).unwrap_or_default(),
-            true,
-            destination_of(url),
-        ))
+        let lane = self
+            .plan
+            .callback_ordered_by
+            .map(|by| lane_key("callback", by, &run.id, &run.tenant));
+        Some(NewEvent {
+            lane,
+            ..self.event(
+                event_id,
+                kinds::CALLBACK,
+                run,
+                serde_json::to_string(&payload).unwrap_or_default(),
+                true,
+                destination_of(url),
+            )
+        })
     }
 
     /// The `approval_request` a run's move to `awaiting_approval` owes (DESIGN §9):
@@ -219,4 +228,52 @@ fn run_text(run: &Run) -> String {
         text.push_str(result);
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vocab::RunStatus;
+
+    fn succeeded_run() -> Run {
+        Run {
+            id: "run-1".into(),
+            run_type: "etl".into(),
+            tenant: "acme".into(),
+            status: RunStatus::Succeeded,
+            callback_url: Some("https://hooks.example.com/runs".into()),
+            result: None,
+            transition_seq: 2,
+            routes: Vec::new(),
+            approval_id: None,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        }
+    }
+
+    fn callback_lane(ordered_by: Option<OrderedBy>) -> Option<String> {
+        let planner = JobsPlanner::new(
+            Arc::new(Routes::new(&[])),
+            JobsPlan {
+                callback_ordered_by: ordered_by,
+                ..JobsPlan::default()
+            },
+        );
+        let events = planner.for_terminal(&succeeded_run(), &[]);
+        assert_eq!(events.len(), 1, "one callback");
+        events[0].lane.clone()
+    }
+
+    #[test]
+    fn callbacks_join_their_run_or_tenant_lane_only_when_ordered() {
+        assert_eq!(callback_lane(None), None);
+        assert_eq!(
+            callback_lane(Some(OrderedBy::Run)).as_deref(),
+            Some("callback:run:run-1")
+        );
+        assert_eq!(
+            callback_lane(Some(OrderedBy::Tenant)).as_deref(),
+            Some("callback:tenant:acme")
+        );
+    }
 }

@@ -151,7 +151,10 @@ fn table_of(path: &Path) -> Option<&'static TableShape> {
 
 /// Columns added after archives were first written: a file an older release
 /// wrote lacks them, and is whole without them.
-const ADDED_LATER: &[(&str, &str)] = &[("outbox_events", "trace_parent")];
+const ADDED_LATER: &[(&str, &str)] = &[
+    ("outbox_events", "trace_parent"),
+    ("outbox_audit", "reason"),
+];
 
 /// Whether `row` has exactly `table`'s columns (an older file's, without those
 /// added since), each of its type or null.

@@ -13,6 +13,6 @@ pub use book::Routes;
 pub use delivery::DeliveryHandler;
 pub use payload::DeliveryPayload;
 pub use route::{
-    bounded_lane, OrderedBy, RouteChannel, RouteConfig, MAX_LANE_LEN, MAX_ROUTE_NAME_LEN,
+    bounded_lane, lane_key, OrderedBy, RouteChannel, RouteConfig, MAX_LANE_LEN, MAX_ROUTE_NAME_LEN,
 };
 pub use url::{origin, validate_url, UrlError, MAX_URL_LEN};

@@ -62,12 +62,23 @@ impl RouteConfig {
     /// The lane a delivery of this route for `run_id` of `tenant` joins, if the
     /// route is ordered. A key too long to store is replaced by its SHA-256.
     pub fn lane(&self, run_id: &str, tenant: &str) -> Option<String> {
-        let key = match self.ordered_by? {
-            OrderedBy::Run => format!("route:{}:run:{run_id}", self.name),
-            OrderedBy::Tenant => format!("route:{}:tenant:{tenant}", self.name),
-        };
-        Some(bounded_lane(key))
+        let by = self.ordered_by?;
+        Some(lane_key(
+            &format!("route:{}", self.name),
+            by,
+            run_id,
+            tenant,
+        ))
     }
+}
+
+/// The lane of `scope`'s events (`route:<name>`, `callback`) for `run_id` of
+/// `tenant`, ordered `by` run or tenant, bounded to what a store keeps.
+pub fn lane_key(scope: &str, by: OrderedBy, run_id: &str, tenant: &str) -> String {
+    bounded_lane(match by {
+        OrderedBy::Run => format!("{scope}:run:{run_id}"),
+        OrderedBy::Tenant => format!("{scope}:tenant:{tenant}"),
+    })
 }
 
 /// `key`, or `sha256:<hex of key>` when it is longer than [`MAX_LANE_LEN`].

@@ -132,6 +132,7 @@ impl AccountService {
             from_status: "new".into(),
             acknowledged_duplicate_risk: false,
             affected: 1,
+            reason: None,
         };
         let user = self
             .users
@@ -241,6 +242,7 @@ impl AccountService {
             from_status: String::new(),
             acknowledged_duplicate_risk: false,
             affected: 1,
+            reason: None,
         };
         match self
             .users
@@ -276,6 +278,7 @@ impl AccountService {
             from_status: "active".into(),
             acknowledged_duplicate_risk: false,
             affected: 1,
+            reason: None,
         };
         self.tokens
             .revoke_token(token_id, &audit)
@@ -411,6 +414,7 @@ impl AccountService {
             from_status: "new".into(),
             acknowledged_duplicate_risk: false,
             affected: 1,
+            reason: None,
         };
         let token = self
             .tokens

@@ -21,6 +21,8 @@ use super::error_class;
 use super::export::{AuditExportQuery, AuditRows, EventExport, EventRows, Export, ExportQuery};
 use super::failures::{self, FAILURE_GROUPS};
 use super::overview;
+
+mod lanes;
 use super::{require, ServiceError};
 use crate::outbox::handler::Registry;
 use crate::outbox::model::{EventRecord, RetryRefusal};
@@ -478,6 +480,7 @@ impl DeliveryService {
             },
             acknowledged_duplicate_risk: false,
             affected: 0,
+            reason: None,
         };
         // Each database's retries commit there, with an audit row there.
         for (at, part) in self.parts.iter().enumerate() {
@@ -632,26 +635,34 @@ impl DeliveryService {
                     .ok_or_else(|| ServiceError::NotFound(format!("delivery {event_id:?}")))?;
                 Ok(view(&event, viewer.can(Permission::DataRead)))
             }
-            Err(RetryRefusal::NotFound(id)) => Err(ServiceError::NotFound(format!("delivery {id:?}"))),
-            Err(RetryRefusal::UncertainNeedsAcknowledgement) => Err(ServiceError::invalid(
-                "allow_uncertain",
-                RetryRefusal::UncertainNeedsAcknowledgement.to_string(),
-            )),
-            Err(RetryRefusal::NotRetryable(status)) => Err(ServiceError::invalid(
-                "expected_status",
-                format!("a {status} delivery cannot be retried; only failed, skipped and uncertain ones can"),
-            )),
-            Err(refusal) => {
-                let message = refusal.to_string();
-                let current = match refusal {
-                    RetryRefusal::StatusChanged { current, .. }
-                    | RetryRefusal::CycleChanged { current, .. } => DeliveryStatus::parse(&current),
-                    _ => None,
-                };
-                Err(match current {
-                    Some(current) => ServiceError::DeliveryChanged { current, message },
-                    None => ServiceError::Conflict(message),
-                })
+            Err(refusal) => Err(refusal_error(refusal)),
+        }
+    }
+}
+
+/// What an operator's refused retry or skip answers: 404, 422 naming the field
+/// to change, or 409 with where the delivery stands now.
+fn refusal_error(refusal: RetryRefusal) -> ServiceError {
+    match refusal {
+        RetryRefusal::NotFound(id) => ServiceError::NotFound(format!("delivery {id:?}")),
+        RetryRefusal::UncertainNeedsAcknowledgement | RetryRefusal::SkipNeedsAcknowledgement => {
+            ServiceError::invalid("allow_uncertain", refusal.to_string())
+        }
+        RetryRefusal::NotRetryable(status) => ServiceError::invalid(
+            "expected_status",
+            format!("a {status} delivery cannot be retried; only failed, skipped and uncertain ones can"),
+        ),
+        RetryRefusal::NotSkippable(_) => ServiceError::invalid("expected_status", refusal.to_string()),
+        refusal => {
+            let message = refusal.to_string();
+            let current = match refusal {
+                RetryRefusal::StatusChanged { current, .. }
+                | RetryRefusal::CycleChanged { current, .. } => DeliveryStatus::parse(&current),
+                _ => None,
+            };
+            match current {
+                Some(current) => ServiceError::DeliveryChanged { current, message },
+                None => ServiceError::Conflict(message),
             }
         }
     }

@@ -118,6 +118,7 @@ pub fn audit_entry(record: AuditRecord) -> AuditEntry {
         acknowledged_duplicate_risk: record.acknowledged_duplicate_risk,
         affected: record.affected,
         at: format_ms(record.at_ms),
+        reason: record.reason,
     }
 }
 

@@ -116,6 +116,7 @@ impl DestinationService {
             from_status: String::new(),
             acknowledged_duplicate_risk: false,
             affected: 0,
+            reason: None,
         };
         // Closed in every store that holds it open, each close audited there.
         // A store that cannot be reached while another can keeps its breaker; the

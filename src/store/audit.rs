@@ -19,8 +19,8 @@ impl SqlStore {
         E: sqlx::Executor<'e, Database = Any>,
     {
         let sql = format!(
-            "INSERT INTO outbox_audit (id, event_id, action, actor, from_status, acknowledged_duplicate_risk, affected, at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, {})",
+            "INSERT INTO outbox_audit (id, event_id, action, actor, from_status, acknowledged_duplicate_risk, affected, reason, at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, {})",
             self.engine.now_ms()
         );
         sqlx::query(&self.engine.sql(&sql))
@@ -31,6 +31,7 @@ impl SqlStore {
             .bind(&entry.from_status)
             .bind(i64::from(entry.acknowledged_duplicate_risk))
             .bind(entry.affected)
+            .bind(entry.reason.as_deref())
             .execute(executor)
             .await?;
         Ok(())

@@ -129,6 +129,16 @@ fn cause_of_error(rules: &[(&str, i64)]) -> (String, Vec<Arg<'static>>) {
 
 #[async_trait]
 impl DeliveryReads for SqlStore {
+    async fn blocked_lanes(
+        &self,
+        limit: u32,
+    ) -> Result<(Vec<super::events::BlockedLane>, i64), StoreError> {
+        Ok((
+            self.list_blocked_lanes(limit).await?,
+            self.count_open_lanes().await?,
+        ))
+    }
+
     async fn delivery_rollups(
         &self,
         since_ms: i64,
@@ -228,7 +238,7 @@ impl DeliveryReads for SqlStore {
         limit: u32,
     ) -> Result<Vec<AuditRecord>, StoreError> {
         let mut sql =
-            "SELECT id, event_id, action, actor, from_status, acknowledged_duplicate_risk, affected, at \
+            "SELECT id, event_id, action, actor, from_status, acknowledged_duplicate_risk, affected, at, reason \
                        FROM outbox_audit"
                 .to_string();
         if before_id.is_some() {
@@ -252,6 +262,7 @@ impl DeliveryReads for SqlStore {
                     acknowledged_duplicate_risk: int(row, "acknowledged_duplicate_risk")? != 0,
                     affected: int(row, "affected")?,
                     at_ms: int(row, "at")?,
+                    reason: opt_text(row, "reason")?,
                 })
             })
             .collect()

@@ -531,6 +531,7 @@ mod pinned_migrations {
         (Engine::Sqlite, 17, "a3108d1dfe8b2b0c058a9defd03860c6935c51a97c96d9a41f20bc57f7dcef1f16dcd7c83fb0059bd1c019de093c8f7f"),
         (Engine::Sqlite, 18, "0ecf2b7653815b5a66b09fb02cb193fc1aaa44783e79483c31694d84fc259596130b7bbc2508ce3f74e4d7563f96082c"),
         (Engine::Sqlite, 19, "04a947cbf62ce6b8a3e114fa954772db0fbd09cecbd94127a3fd783c52545e560a5a64d24a219b56355649e3e00d7dcd"),
+        (Engine::Sqlite, 20, "d39e8670c35f51af1ae8136be934fbc657aba9a4ad4917208aa76b71a5d871d07f49f46dba37acfa48d0f299b4cfae04"),
         (Engine::Postgres, 1, "f07585c35a521d00a45214b194364358f69879bb7bfa502a533ad9bbf5a5f98b52c10a41682a18bdc6e8782e4d99e36b"),
         (Engine::Postgres, 2, "6b169987ccf09ab76f29de6c8b135d75ab34dc117ea759e397bdaa4983aa49244bee3d2b74b4025d3bf69761fddf349f"),
         (Engine::Postgres, 3, "3018f744ab9ce54b043f18a1fd895d652cd7ba7bbe2196decc4ee7535cc204e04f9a2a6d3bc471cd6637c3e8c3ea7b91"),
@@ -549,6 +550,7 @@ mod pinned_migrations {
         (Engine::Postgres, 17, "d98f6a6fa32d88f84ac6ba2c77e2faf6c2bd30fbb443ec4a268da199e1b76e5c646e109109041e05e89c7bf7a82635eb"),
         (Engine::Postgres, 18, "0ecf2b7653815b5a66b09fb02cb193fc1aaa44783e79483c31694d84fc259596130b7bbc2508ce3f74e4d7563f96082c"),
         (Engine::Postgres, 19, "04a947cbf62ce6b8a3e114fa954772db0fbd09cecbd94127a3fd783c52545e560a5a64d24a219b56355649e3e00d7dcd"),
+        (Engine::Postgres, 20, "d39e8670c35f51af1ae8136be934fbc657aba9a4ad4917208aa76b71a5d871d07f49f46dba37acfa48d0f299b4cfae04"),
         (Engine::MySql, 1, "1b581b8b02aa611a72b4e888aeef4dd44a7869630da4fa86cde52e817119c185a7e01de3ff2298b326134abdec30d1ec"),
         (Engine::MySql, 2, "b25ae144b43823f1198c00f86305ec54ac8eb18e0c2f0649c1ebbc4823ba181d67278967b56fa6af3fa4971365d7b6ce"),
         (Engine::MySql, 3, "067caa0ce8b2d63ada14b3d417c7bc98e8ee38ee13f80ffae457fb8b12c78234fe4957fb8ab6ca5e428b7462c7798ef4"),
@@ -566,6 +568,7 @@ mod pinned_migrations {
         (Engine::MySql, 17, "11dbdea4a01f71de6839c7cf865f2dfdc85a267db9d71dfd1933f445f99690023bd9ea29d584b90a873125c3294256be"),
         (Engine::MySql, 18, "a06bb03a22bc383931e49bd64dcb71ea8151d505eec16b84f795bf3df7117fa5e60bff387c8de8bbc2e4188376652d69"),
         (Engine::MySql, 19, "38d35a63dd230e6eda7e7ba350a95b86123244e7001b37e525849e2ab64d59ca45710dbd64b41a11196da9fd7c217ac5"),
+        (Engine::MySql, 20, "d39e8670c35f51af1ae8136be934fbc657aba9a4ad4917208aa76b71a5d871d07f49f46dba37acfa48d0f299b4cfae04"),
     ];
 
     #[test]

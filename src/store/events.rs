@@ -251,6 +251,10 @@ pub enum RetryRefusal {
     NotRetryable(String),
     #[error("the outcome of an uncertain delivery is unknown; retrying may deliver twice, so it needs allow_uncertain: true")]
     UncertainNeedsAcknowledgement,
+    #[error("a {0} event cannot be skipped; only failed and uncertain ones can")]
+    NotSkippable(String),
+    #[error("the outcome of an uncertain delivery is unknown: the receiver may never have had it, and skipping gives it up for good, so it needs allow_uncertain: true")]
+    SkipNeedsAcknowledgement,
 }
 
 /// Counts per source, kind and status, for metrics.
@@ -275,6 +279,15 @@ pub struct BlockedLanes {
     pub lanes: i64,
     /// When the longest-blocked head last changed (settled `failed` or `uncertain`).
     pub oldest_blocked_at: Option<i64>,
+}
+
+/// A lane whose head waits for an operator (`failed` or `uncertain`).
+#[derive(Clone, Debug)]
+pub struct BlockedLane {
+    pub lane: String,
+    pub head: EventRecord,
+    /// Events of the lane behind the head.
+    pub waiting: i64,
 }
 
 /// States an event can still leave on its own or that wait for an operator: few

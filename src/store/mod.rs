@@ -13,6 +13,7 @@ pub mod events;
 mod fault;
 pub mod group_commit;
 mod idempotency;
+mod lanes;
 mod outbox;
 pub mod ports;
 mod records;

@@ -13,12 +13,13 @@ use vocab::DeliveryStatus;
 use super::engine::{padded, padded_len, placeholders};
 use super::error::StoreError;
 use super::events::{
-    bound_error, dead_letter_id, AttemptRecord, BlockedLanes, ClaimedEvent, DeadLetterNotifier,
-    EventRecord, FailedEvent, NewEvent, OutboxStats, RetryRefusal, Settle, Settlement, StatsRow,
-    LIVE_STATES, SETTLED_STATES,
+    bound_error, dead_letter_id, AttemptRecord, ClaimedEvent, DeadLetterNotifier, EventRecord,
+    FailedEvent, NewEvent, OutboxStats, RetryRefusal, Settle, Settlement, StatsRow, LIVE_STATES,
+    SETTLED_STATES,
 };
 use super::ports::{
-    ClaimRequest, ManualRetry, NewAuditEntry, OutboxStore, SweepReport, Transactions, WriteTx,
+    ClaimRequest, ManualRetry, ManualSkip, NewAuditEntry, OutboxStore, SweepReport, Transactions,
+    WriteTx,
 };
 use super::row::{int, opt_int, opt_text, text};
 use super::sql::SqlStore;
@@ -498,43 +499,20 @@ impl SqlStore {
             }
             other => return Ok(Err(RetryRefusal::NotRetryable(other.as_str().to_string()))),
         }
-        let now = self.engine.now_ms();
-        let sql = format!(
-            "UPDATE outbox_events SET status = 'pending', cycle = cycle + 1, cycle_attempts = 0, \
-             next_attempt_at = {now}, lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, \
-             failed_at = NULL, alerted_at = NULL, uncertain_at = NULL, max_attempts = ?, updated_at = {now} \
-             WHERE event_id = ? AND kind = ? AND status = ?{}",
-            if request.expected_cycle.is_some() { " AND cycle = ?" } else { "" }
-        );
-        let sql = self.engine.sql(&sql);
-        let mut update = sqlx::query(&sql)
-            .bind(i64::from(request.max_attempts.max(1)))
-            .bind(&request.event_id)
-            .bind(&request.kind)
-            .bind(expected.as_str());
-        if let Some(cycle) = request.expected_cycle {
-            update = update.bind(cycle);
-        }
-        let affected = update.execute(&mut **tx).await?.rows_affected();
-        if affected == 0 {
-            // Read inside `tx`: on SQLite the pool's one connection is `tx`'s.
-            let current = self.fetch_event(&mut **tx, &request.event_id).await?;
-            return Ok(Err(match current {
-                None => RetryRefusal::NotFound(request.event_id.clone()),
-                Some(event) if event.kind != request.kind => RetryRefusal::KindMismatch {
-                    current: event.kind,
-                    expected: request.kind.clone(),
-                },
-                Some(event) if event.status != expected => RetryRefusal::StatusChanged {
-                    current: event.status.as_str().to_string(),
-                    expected: expected.as_str().to_string(),
-                },
-                Some(event) => RetryRefusal::CycleChanged {
-                    current: event.status.as_str().to_string(),
-                    current_cycle: event.cycle,
-                    expected_cycle: request.expected_cycle.unwrap_or(event.cycle),
-                },
-            }));
+        let seen = SeenEvent {
+            event_id: &request.event_id,
+            kind: &request.kind,
+            status: expected,
+            cycle: request.expected_cycle,
+        };
+        // A new cycle from the operator's view: due now, no lease, no end marks.
+        let set =
+            "status = 'pending', cycle = cycle + 1, cycle_attempts = 0, next_attempt_at = {now}, \
+             lease_token = NULL, lease_holder = NULL, lease_expires_at = NULL, failed_at = NULL, \
+             alerted_at = NULL, uncertain_at = NULL, max_attempts = ?";
+        let max_attempts = i64::from(request.max_attempts.max(1));
+        if let Err(refusal) = self.change_seen(tx, set, max_attempts, &seen).await? {
+            return Ok(Err(refusal));
         }
         if request.audit {
             let entry = NewAuditEntry {
@@ -545,6 +523,7 @@ impl SqlStore {
                 acknowledged_duplicate_risk: request.allow_uncertain
                     && expected == DeliveryStatus::Uncertain,
                 affected: 1,
+                reason: None,
             };
             self.insert_audit(&mut **tx, &entry).await?;
         }
@@ -552,57 +531,71 @@ impl SqlStore {
     }
 }
 
+/// An event as an operator saw it: their action changes it only if it is still so.
+pub(super) struct SeenEvent<'a> {
+    pub event_id: &'a str,
+    pub kind: &'a str,
+    pub status: DeliveryStatus,
+    /// The retry cycle seen; `None` compares the state only (API clients that do
+    /// not send it).
+    pub cycle: Option<i64>,
+}
+
 impl SqlStore {
-    /// Makes `event_id` the next member of `lane`: its sequence number is taken
-    /// and bumped in `tx`, whose lock on the lane's row lasts until the commit,
-    /// so a later transaction on the lane gets a higher number and commits after
-    /// it. An event already in a lane (an enqueue replayed) keeps its place; the
-    /// number it took is a gap, which orders nothing.
-    async fn join_lane(
+    /// An operator's compare-and-set inside `tx`: `set` (which may name `{now}`
+    /// and bind one `?`, given as `value`) applies only if the event is still as
+    /// `seen`; otherwise nothing changes and the refusal says why (read inside
+    /// `tx`: on SQLite the pool's one connection is `tx`'s).
+    pub(super) async fn change_seen<V>(
         &self,
         tx: &mut WriteTx,
-        lane: &str,
-        event_id: &str,
-    ) -> Result<(), StoreError> {
-        let bump = format!(
-            "INSERT INTO lane_sequences (lane, next_seq) VALUES (?, 1) {}",
-            self.engine
-                .increment_tail("lane", "lane_sequences", "next_seq")
+        set: &str,
+        value: V,
+        seen: &SeenEvent<'_>,
+    ) -> Result<Result<(), RetryRefusal>, StoreError>
+    where
+        V: 'static + Send + for<'q> sqlx::Encode<'q, Any> + sqlx::Type<Any>,
+    {
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "UPDATE outbox_events SET {}, updated_at = {now} \
+             WHERE event_id = ? AND kind = ? AND status = ?{}",
+            set.replace("{now}", &now),
+            if seen.cycle.is_some() {
+                " AND cycle = ?"
+            } else {
+                ""
+            }
         );
-        sqlx::query(&self.engine.sql(&bump))
-            .bind(lane)
-            .execute(&mut **tx)
-            .await?;
-        let seq: i64 = sqlx::query_scalar(
-            &self
-                .engine
-                .sql("SELECT next_seq FROM lane_sequences WHERE lane = ?"),
-        )
-        .bind(lane)
-        .fetch_one(&mut **tx)
-        .await?;
-        // Not an event that is done already (an enqueue replayed after it was
-        // delivered): its lane must not wait for it again.
-        let done: Option<String> = sqlx::query_scalar(&self.engine.sql(
-            "SELECT event_id FROM outbox_events WHERE event_id = ? AND status IN ('completed', 'skipped')",
-        ))
-        .bind(event_id)
-        .fetch_optional(&mut **tx)
-        .await?;
-        if done.is_some() {
-            return Ok(());
+        let sql = self.engine.sql(&sql);
+        let mut update = sqlx::query(&sql)
+            .bind(value)
+            .bind(seen.event_id)
+            .bind(seen.kind)
+            .bind(seen.status.as_str());
+        if let Some(cycle) = seen.cycle {
+            update = update.bind(cycle);
         }
-        let join = format!(
-            "INSERT INTO lane_members (lane, seq, event_id) VALUES (?, ?, ?) {}",
-            self.engine.insert_if_absent_tail("event_id")
-        );
-        sqlx::query(&self.engine.sql(&join))
-            .bind(lane)
-            .bind(seq)
-            .bind(event_id)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
+        if update.execute(&mut **tx).await?.rows_affected() > 0 {
+            return Ok(Ok(()));
+        }
+        let current = self.fetch_event(&mut **tx, seen.event_id).await?;
+        Ok(Err(match current {
+            None => RetryRefusal::NotFound(seen.event_id.to_string()),
+            Some(event) if event.kind != seen.kind => RetryRefusal::KindMismatch {
+                current: event.kind,
+                expected: seen.kind.to_string(),
+            },
+            Some(event) if event.status != seen.status => RetryRefusal::StatusChanged {
+                current: event.status.as_str().to_string(),
+                expected: seen.status.as_str().to_string(),
+            },
+            Some(event) => RetryRefusal::CycleChanged {
+                current: event.status.as_str().to_string(),
+                current_cycle: event.cycle,
+                expected_cycle: seen.cycle.unwrap_or(event.cycle),
+            },
+        }))
     }
 }
 
@@ -777,18 +770,7 @@ impl OutboxStore for SqlStore {
             .filter(|(s, ok)| **ok && s.releases_lane())
             .map(|(s, _)| s.event_id.as_str())
             .collect();
-        for chunk in done.chunks(500) {
-            let sql = format!(
-                "DELETE FROM lane_members WHERE event_id IN ({})",
-                placeholders(chunk.len())
-            );
-            let sql = self.engine.sql(&sql);
-            let mut query = sqlx::query(&sql);
-            for id in chunk {
-                query = query.bind(*id);
-            }
-            query.execute(&mut *tx).await?;
-        }
+        self.leave_lanes(&mut tx, &done).await?;
         // A deferred claim was no attempt: nothing to log.
         let landed: Vec<&Settlement> = batch
             .iter()
@@ -924,6 +906,19 @@ impl OutboxStore for SqlStore {
         Ok(outcomes)
     }
 
+    async fn skip_event(
+        &self,
+        request: &ManualSkip,
+    ) -> Result<Result<(), RetryRefusal>, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let outcome = self.skip_in(&mut tx, request).await?;
+        match outcome {
+            Ok(()) => tx.commit().await?,
+            Err(_) => tx.rollback().await?,
+        }
+        Ok(outcome)
+    }
+
     async fn get_event(&self, event_id: &str) -> Result<Option<EventRecord>, StoreError> {
         self.fetch_event(&self.pool, event_id).await
     }
@@ -1028,27 +1023,7 @@ impl OutboxStore for SqlStore {
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        // A lane is blocked when its head (no member before it) waits for an
-        // operator; only open members are in `lane_members`, so this is small.
-        let blocked = sqlx::query(
-            "SELECT e.source, e.kind, COUNT(*) AS n, MIN(e.updated_at) AS oldest \
-             FROM lane_members m JOIN outbox_events e ON e.event_id = m.event_id \
-             WHERE e.status IN ('failed', 'uncertain') AND NOT EXISTS \
-             (SELECT 1 FROM lane_members x WHERE x.lane = m.lane AND x.seq < m.seq) \
-             GROUP BY e.source, e.kind",
-        )
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(|r| {
-            Ok(BlockedLanes {
-                source: text(r, "source")?,
-                kind: text(r, "kind")?,
-                lanes: int(r, "n")?,
-                oldest_blocked_at: opt_int(r, "oldest")?,
-            })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
+        let blocked = self.count_blocked_lanes().await?;
         let now_ms: i64 = sqlx::query_scalar(&format!("SELECT {now}"))
             .fetch_one(&self.pool)
             .await?;

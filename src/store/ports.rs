@@ -308,6 +308,20 @@ pub struct ManualRetry {
     pub audit: bool,
 }
 
+/// An operator's skip of a failed or uncertain delivery (a lane's head, most
+/// often): a compare-and-set on the state and cycle they saw, with their reason.
+#[derive(Clone, Debug)]
+pub struct ManualSkip {
+    pub event_id: String,
+    pub kind: String,
+    pub expected_status: vocab::DeliveryStatus,
+    pub expected_cycle: Option<i64>,
+    /// The acknowledgement an `uncertain` one needs: it may never have arrived.
+    pub allow_uncertain: bool,
+    pub actor: String,
+    pub reason: String,
+}
+
 /// What a maintenance sweep changed: `(event_id, kind)` pairs.
 #[derive(Clone, Debug, Default)]
 pub struct SweepReport {
@@ -402,6 +416,13 @@ pub trait OutboxStore: Transactions {
         retries: &[ManualRetry],
         audit: &NewAuditEntry,
     ) -> Result<Vec<Result<(), super::events::RetryRefusal>>, StoreError>;
+    /// Skips a failed or uncertain event for good: its lane (if any) goes on,
+    /// and the audit row with the reason commits in the same transaction. The
+    /// inner error says why it was refused (nothing changed).
+    async fn skip_event(
+        &self,
+        request: &ManualSkip,
+    ) -> Result<Result<(), super::events::RetryRefusal>, StoreError>;
     async fn get_event(
         &self,
         event_id: &str,
@@ -500,6 +521,7 @@ pub struct AuditRecord {
     pub acknowledged_duplicate_risk: bool,
     pub affected: i64,
     pub at_ms: i64,
+    pub reason: Option<String>,
 }
 
 /// A bulk action's one audit row.
@@ -512,12 +534,20 @@ pub struct NewAuditEntry {
     pub from_status: String,
     pub acknowledged_duplicate_risk: bool,
     pub affected: i64,
+    /// Why, in the operator's words (a skipped delivery's reason).
+    pub reason: Option<String>,
 }
 
 /// Read-only queries the console and the admin API make of the outbox. Every one is
 /// a single statement, whatever the number of rows it covers.
 #[async_trait]
 pub trait DeliveryReads: Send + Sync {
+    /// The lanes whose head waits for an operator, longest blocked first (at
+    /// most `limit`), and how many lanes are open at all.
+    async fn blocked_lanes(
+        &self,
+        limit: u32,
+    ) -> Result<(Vec<super::events::BlockedLane>, i64), StoreError>;
     /// `(parent_id, status, count)` for every event of these parents: one grouped query.
     async fn status_counts(
         &self,

@@ -122,6 +122,7 @@ pub const OUTBOX_AUDIT: TableShape = TableShape {
         ("acknowledged_duplicate_risk", Int),
         ("affected", Int),
         ("at", Int),
+        ("reason", Text),
     ],
 };
 

@@ -14,9 +14,9 @@ use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
 use serde::{Deserialize, Serialize};
 
 use crate::dto::{
-    AuditPage, BreakerClosed, BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
-    DeliveryQuery, DeliveryView, FailureGroups, OverviewQuery, OverviewView, RetryCommand, RunPage,
-    RunView, SearchAnswer, Viewer,
+    AuditPage, BlockedLanes, BreakerClosed, BreakerList, BulkOutcome, BulkPreview, ConfigNotice,
+    DeliveryPage, DeliveryQuery, DeliveryView, FailureGroups, OverviewQuery, OverviewView,
+    RetryCommand, RunPage, RunView, SearchAnswer, SkipCommand, Viewer,
 };
 #[cfg(feature = "ssr")]
 use crate::dto::{DeliveryFilter, RunQuery, RunStatus};
@@ -257,6 +257,29 @@ pub async fn destination_breakers() -> Result<BreakerList, Failure> {
     let viewer = server::viewer();
     server::port()?
         .breakers(viewer.as_ref())
+        .await
+        .map_err(server::from_port)
+}
+
+/// The ordered lanes whose head waits for an operator (issue 22).
+#[server(prefix = "/console-api", endpoint = "blocked-lanes")]
+pub async fn list_blocked_lanes() -> Result<BlockedLanes, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .blocked_lanes(viewer.as_ref())
+        .await
+        .map_err(server::from_port)
+}
+
+/// Skips a failed or uncertain delivery for good, with a reason (audited).
+#[server(prefix = "/console-api", endpoint = "skip", input = Json)]
+pub async fn skip_delivery(
+    event_id: String,
+    command: SkipCommand,
+) -> Result<DeliveryView, Failure> {
+    let viewer = server::viewer();
+    server::port()?
+        .skip_delivery(viewer.as_ref(), event_id, command)
         .await
         .map_err(server::from_port)
 }

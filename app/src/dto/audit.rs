@@ -10,7 +10,7 @@ pub struct AuditEntry {
     /// The delivery; for a bulk retry the filter it covered; for a breaker close
     /// its destination; for an account change the user or token.
     pub event_id: String,
-    /// `retry`, `bulk_retry`, `close_breaker`, or an account change: `add_user`,
+    /// `retry`, `bulk_retry`, `skip`, `close_breaker`, or an account change: `add_user`,
     /// `change_role`, `disable_user`, `enable_user`, `reset_password`,
     /// `create_token`, `revoke_token`.
     pub action: String,
@@ -20,6 +20,9 @@ pub struct AuditEntry {
     /// Deliveries the action retried (1 for a single retry).
     pub affected: i64,
     pub at: String,
+    /// Why, in the operator's words: a skipped delivery's reason.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]

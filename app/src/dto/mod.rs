@@ -9,6 +9,7 @@ pub mod approvals;
 pub mod audit;
 pub mod breakers;
 pub mod deliveries;
+pub mod lanes;
 pub mod notices;
 pub mod overview;
 pub mod records;
@@ -30,6 +31,7 @@ pub use deliveries::{
     AttemptView, BulkOutcome, BulkPreview, DeliveryCounts, DeliveryDetail, DeliveryPage,
     DeliveryQuery, DeliveryView, FailureGroup, FailureGroups, RetryCommand, NO_DESTINATION,
 };
+pub use lanes::{BlockedLaneView, BlockedLanes, SkipCommand, MAX_SKIP_REASON};
 pub use notices::ConfigNotice;
 pub use overview::{
     DestinationFailures, OverviewPoint, OverviewQuery, OverviewView, OverviewWindow,

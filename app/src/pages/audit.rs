@@ -71,6 +71,7 @@ fn AuditTable(page: Page) -> impl IntoView {
                         <th>"Count"</th>
                         <th>"From state"</th>
                         <th>"Duplicate risk"</th>
+                        <th>"Reason"</th>
                     </tr>
                 </thead>
                 <tbody>
@@ -80,7 +81,7 @@ fn AuditTable(page: Page) -> impl IntoView {
                         .map(|e| {
                             let from = e.from_status.clone();
                             let event_id = e.event_id.clone();
-                            let one_delivery = e.action == "retry";
+                            let one_delivery = e.action == "retry" || e.action == "skip";
                             view! {
                                 <tr data-testid="audit-row" data-event-id=event_id>
                                     <td class="time" title=e.at.clone()>{display_time(&e.at)}</td>
@@ -100,6 +101,7 @@ fn AuditTable(page: Page) -> impl IntoView {
                                     <td data-testid="audit-ack">
                                         {if e.acknowledged_duplicate_risk { "acknowledged" } else { "—" }}
                                     </td>
+                                    <td class="wrap" data-testid="audit-reason">{e.reason.unwrap_or_else(|| "—".into())}</td>
                                 </tr>
                             }
                         })

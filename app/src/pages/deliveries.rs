@@ -5,6 +5,7 @@
 //! acknowledgement.
 
 mod breakers;
+mod lanes;
 
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -22,6 +23,7 @@ use crate::dto::{
 };
 use crate::format::{display_time, encode, short_id};
 use breakers::BreakerPanel;
+use lanes::BlockedLanesPanel;
 
 /// The `status` parameter that shows every state (the page opens on needs-attention).
 const ALL: &str = "all";
@@ -130,6 +132,7 @@ pub fn DeliveriesPage() -> impl IntoView {
                     let may_retry = matches!(viewer.await, Ok(Some(v)) if v.can(Permission::RunsWrite));
                     view! {
                         <BreakerPanel may_close=may_retry />
+                        <BlockedLanesPanel />
                         {may_retry.then(|| view! {
                             <BulkRetry query=query on_done=Callback::new(move |_| page.refetch()) />
                         })}

@@ -4,9 +4,9 @@
 use async_trait::async_trait;
 
 use app::dto::{
-    AuditPage, BreakerClosed, BreakerList, BulkOutcome, BulkPreview, ConfigNotice, DeliveryPage,
-    DeliveryQuery, DeliveryView, FailureGroups, OverviewQuery, OverviewView, RetryCommand, RunPage,
-    RunQuery, RunView, SearchAnswer,
+    AuditPage, BlockedLanes, BreakerClosed, BreakerList, BulkOutcome, BulkPreview, ConfigNotice,
+    DeliveryPage, DeliveryQuery, DeliveryView, FailureGroups, OverviewQuery, OverviewView,
+    RetryCommand, RunPage, RunQuery, RunView, SearchAnswer, SkipCommand,
 };
 
 use app::port::{ConsoleError, ConsolePort};
@@ -184,6 +184,25 @@ impl ConsolePort for Console {
     ) -> Result<BreakerClosed, ConsoleError> {
         self.destinations()?
             .close(viewer, &destination)
+            .await
+            .map_err(console_error)
+    }
+
+    async fn blocked_lanes(&self, viewer: Option<&Viewer>) -> Result<BlockedLanes, ConsoleError> {
+        self.deliveries
+            .blocked_lanes(viewer)
+            .await
+            .map_err(console_error)
+    }
+
+    async fn skip_delivery(
+        &self,
+        viewer: Option<&Viewer>,
+        event_id: String,
+        command: SkipCommand,
+    ) -> Result<DeliveryView, ConsoleError> {
+        self.deliveries
+            .skip(viewer, &event_id, command)
             .await
             .map_err(console_error)
     }

@@ -29,7 +29,7 @@ impl AuditExportQuery {
     }
 }
 
-const COLUMNS: [&str; 8] = [
+const COLUMNS: [&str; 9] = [
     "id",
     "event_id",
     "action",
@@ -38,6 +38,7 @@ const COLUMNS: [&str; 8] = [
     "acknowledged_duplicate_risk",
     "affected",
     "at",
+    "reason",
 ];
 
 /// The audit rows of every store, merged by id (time-ordered UUIDs).
@@ -76,6 +77,7 @@ impl RowPages for AuditRows {
         ]
         .into_iter()
         .map(Some)
+        .chain([row.reason.clone()])
         .collect()
     }
 
@@ -108,6 +110,7 @@ mod tests {
             acknowledged_duplicate_risk: false,
             affected: 3,
             at: "2026-12-03T13:00:00.000Z".into(),
+            reason: Some("the receiver retired this endpoint".into()),
         };
         super::super::assert_columns_are_the_json_keys(&AuditRows::new(Vec::new()), &row);
     }

@@ -29,6 +29,7 @@ fn audit(subject: &str, action: &str) -> NewAuditEntry {
         from_status: "new".into(),
         acknowledged_duplicate_risk: false,
         affected: 1,
+        reason: None,
     }
 }
 

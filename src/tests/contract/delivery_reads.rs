@@ -468,6 +468,7 @@ async fn bulk_counts_are_capped_and_audit_rows_carry_their_count(db: &TestDb) {
             from_status: "failed".into(),
             acknowledged_duplicate_risk: false,
             affected: 42,
+            reason: None,
         })
         .await
         .unwrap();

@@ -5,10 +5,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use herald::outbox::model::RetryRefusal;
 use herald::outbox::model::{ClaimedEvent, NewEvent, Settle};
-use herald::store::ports::OutboxStore;
+use herald::store::ports::{DeliveryReads, ManualSkip, OutboxStore};
 use herald::store::SqlStore;
 use testkit::{claim, claim_request, enqueue, settlement, test_event, TestDb};
+use vocab::DeliveryStatus;
 
 use super::outbox::settle_retrying;
 
@@ -16,6 +18,7 @@ testkit::contract_tests!(
     a_lane_goes_one_event_at_a_time_in_its_order,
     a_replayed_enqueue_keeps_its_place_and_a_done_event_does_not_rejoin,
     racing_claimers_never_hold_two_events_of_one_lane,
+    a_skipped_head_lets_its_lane_go_on_with_its_reason_audited,
 );
 
 fn laned(id: &str, lane: &str) -> NewEvent {
@@ -200,4 +203,145 @@ async fn racing_claimers_never_hold_two_events_of_one_lane(db: &TestDb) {
         let expected: Vec<String> = (0..EACH).map(|i| format!("l{l}_{i:02}")).collect();
         assert_eq!(order, expected, "{lane} completed in its order");
     }
+}
+
+fn skip_of(event: &str, status: DeliveryStatus, cycle: Option<i64>) -> ManualSkip {
+    ManualSkip {
+        event_id: event.to_string(),
+        kind: "test".into(),
+        expected_status: status,
+        expected_cycle: cycle,
+        allow_uncertain: false,
+        actor: "operator-1".into(),
+        reason: "the receiver retired this endpoint".into(),
+    }
+}
+
+/// An operator's skip of a blocked head (docs/ORDERING.md §6): listed first with
+/// what waits behind it; refused (changing nothing) when the state or cycle seen
+/// is stale, when the state is not failed or uncertain, or for an uncertain head
+/// without the acknowledgement; once done, the lane's next event goes, and the
+/// audit row with the reason is there.
+async fn a_skipped_head_lets_its_lane_go_on_with_its_reason_audited(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(&store, &[laned("s1", "S"), laned("u1", "U")]).await;
+    enqueue(&store, &[laned("s2", "S"), laned("s3", "S")]).await;
+    let heads = claim_ids(&store).await;
+    assert_eq!(ids(&heads), ["s1", "u1"]);
+    settle(&store, &heads[0], Settle::Failed { exhausted: true }).await;
+    settle(&store, &heads[1], Settle::Uncertain).await;
+
+    let (blocked, open) = store.blocked_lanes(50).await.unwrap();
+    assert_eq!(open, 2, "two lanes hold open members");
+    let mut listed: Vec<(&str, &str, i64)> = blocked
+        .iter()
+        .map(|b| (b.lane.as_str(), b.head.event_id.as_str(), b.waiting))
+        .collect();
+    listed.sort();
+    assert_eq!(listed, [("S", "s1", 2), ("U", "u1", 0)]);
+
+    // Refusals change nothing.
+    let cycle = Some(heads[0].cycle);
+    let refused = |outcome: Result<(), RetryRefusal>| outcome.expect_err("refused");
+    assert!(matches!(
+        refused(
+            store
+                .skip_event(&skip_of("s1", DeliveryStatus::Failed, Some(7)))
+                .await
+                .unwrap()
+        ),
+        RetryRefusal::CycleChanged { .. }
+    ));
+    assert_eq!(
+        refused(
+            store
+                .skip_event(&skip_of("s1", DeliveryStatus::Pending, cycle))
+                .await
+                .unwrap()
+        ),
+        RetryRefusal::NotSkippable("pending".into())
+    );
+    assert_eq!(
+        refused(
+            store
+                .skip_event(&skip_of("u1", DeliveryStatus::Uncertain, None))
+                .await
+                .unwrap()
+        ),
+        RetryRefusal::SkipNeedsAcknowledgement
+    );
+    assert!(matches!(
+        refused(
+            store
+                .skip_event(&skip_of("nope", DeliveryStatus::Failed, None))
+                .await
+                .unwrap()
+        ),
+        RetryRefusal::NotFound(_)
+    ));
+    assert!(claim_ids(&store).await.is_empty(), "both lanes still held");
+    assert!(
+        store.audit(None, 10).await.unwrap().is_empty(),
+        "no refusal audited"
+    );
+
+    // The skip: s2 heads lane S now, s3 still waits behind it.
+    store
+        .skip_event(&skip_of("s1", DeliveryStatus::Failed, cycle))
+        .await
+        .unwrap()
+        .expect("skipped");
+    let skipped = store.get_event("s1").await.unwrap().unwrap();
+    assert_eq!(skipped.status, DeliveryStatus::Skipped);
+    assert!(
+        skipped
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("operator-1") && e.contains("retired this endpoint")),
+        "{:?}",
+        skipped.last_error
+    );
+    let audit = store.audit(None, 10).await.unwrap();
+    assert_eq!(audit.len(), 1, "one audit row: {audit:?}");
+    assert_eq!(
+        (
+            audit[0].event_id.as_str(),
+            audit[0].action.as_str(),
+            audit[0].actor.as_str(),
+            audit[0].from_status.as_str(),
+            audit[0].reason.as_deref()
+        ),
+        (
+            "s1",
+            "skip",
+            "operator-1",
+            "failed",
+            Some("the receiver retired this endpoint")
+        )
+    );
+    assert_eq!(ids(&claim_ids(&store).await), ["s2"]);
+    // A second skip from the same view finds it changed.
+    assert!(matches!(
+        refused(
+            store
+                .skip_event(&skip_of("s1", DeliveryStatus::Failed, cycle))
+                .await
+                .unwrap()
+        ),
+        RetryRefusal::StatusChanged { .. }
+    ));
+
+    // The uncertain head, acknowledged: no lane is blocked any more.
+    store
+        .skip_event(&ManualSkip {
+            allow_uncertain: true,
+            ..skip_of("u1", DeliveryStatus::Uncertain, None)
+        })
+        .await
+        .unwrap()
+        .expect("skipped");
+    let (blocked, open) = store.blocked_lanes(50).await.unwrap();
+    assert!(blocked.is_empty(), "{blocked:?}");
+    assert_eq!(open, 1, "lane S holds s2 (in flight) and s3");
+    assert!(store.stats(false).await.unwrap().blocked_lanes.is_empty());
 }

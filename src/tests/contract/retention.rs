@@ -107,6 +107,7 @@ async fn aged_audit(store: &SqlStore, subject: &str, age_ms: i64) {
             from_status: "failed".into(),
             acknowledged_duplicate_risk: false,
             affected: 1,
+            reason: None,
         })
         .await
         .unwrap();

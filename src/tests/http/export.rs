@@ -457,7 +457,8 @@ async fn the_audit_trail_exports_every_entry_once(engine: Engine) {
             "from_status",
             "acknowledged_duplicate_risk",
             "affected",
-            "at"
+            "at",
+            "reason"
         ]
     );
     let action = header.iter().position(|h| h == "action").unwrap();

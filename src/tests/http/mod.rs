@@ -9,6 +9,7 @@ mod config_notices;
 mod console;
 mod export;
 mod idempotency;
+mod lanes;
 mod locked_store;
 mod memory_store;
 mod overview;

@@ -1,0 +1,201 @@
+//! Ordered lanes in the store (issue 22, docs/ORDERING.md): joining a lane inside
+//! the producer's transaction, leaving it when an event is completed or skipped,
+//! the operator's skip of a lane's head (audited in its transaction), and the
+//! list of blocked lanes the Deliveries page shows.
+
+use sqlx::AnyConnection;
+use vocab::DeliveryStatus;
+
+use super::engine::placeholders;
+use super::error::StoreError;
+use super::events::{BlockedLane, BlockedLanes, RetryRefusal};
+use super::outbox::{event_from_row, SeenEvent, EVENT_COLUMNS};
+use super::ports::{ManualSkip, NewAuditEntry, WriteTx};
+use super::row::{int, opt_int, text};
+use super::sql::SqlStore;
+
+/// The states that hold a lane until an operator acts.
+const BLOCKING: &str = "'failed', 'uncertain'";
+
+/// That member `m` heads its lane: only open members are in `lane_members`, so
+/// none before it means it is the one a claim may take.
+const HEADS: &str =
+    "NOT EXISTS (SELECT 1 FROM lane_members x WHERE x.lane = m.lane AND x.seq < m.seq)";
+
+impl SqlStore {
+    /// Makes `event_id` the next member of `lane`: its sequence number is taken
+    /// and bumped in `tx`, whose lock on the lane's row lasts until the commit,
+    /// so a later transaction on the lane gets a higher number and commits after
+    /// it. An event already in a lane (an enqueue replayed) keeps its place; the
+    /// number it took is a gap, which orders nothing.
+    pub(super) async fn join_lane(
+        &self,
+        tx: &mut WriteTx,
+        lane: &str,
+        event_id: &str,
+    ) -> Result<(), StoreError> {
+        let bump = format!(
+            "INSERT INTO lane_sequences (lane, next_seq) VALUES (?, 1) {}",
+            self.engine
+                .increment_tail("lane", "lane_sequences", "next_seq")
+        );
+        sqlx::query(&self.engine.sql(&bump))
+            .bind(lane)
+            .execute(&mut **tx)
+            .await?;
+        let seq: i64 = sqlx::query_scalar(
+            &self
+                .engine
+                .sql("SELECT next_seq FROM lane_sequences WHERE lane = ?"),
+        )
+        .bind(lane)
+        .fetch_one(&mut **tx)
+        .await?;
+        // Not an event that is done already (an enqueue replayed after it was
+        // delivered): its lane must not wait for it again.
+        let done: Option<String> = sqlx::query_scalar(&self.engine.sql(
+            "SELECT event_id FROM outbox_events WHERE event_id = ? AND status IN ('completed', 'skipped')",
+        ))
+        .bind(event_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+        if done.is_some() {
+            return Ok(());
+        }
+        let join = format!(
+            "INSERT INTO lane_members (lane, seq, event_id) VALUES (?, ?, ?) {}",
+            self.engine.insert_if_absent_tail("event_id")
+        );
+        sqlx::query(&self.engine.sql(&join))
+            .bind(lane)
+            .bind(seq)
+            .bind(event_id)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Takes `event_ids` out of their lanes (they are completed or skipped), in
+    /// the transaction that says so; an event in no lane deletes nothing.
+    pub(super) async fn leave_lanes(
+        &self,
+        conn: &mut AnyConnection,
+        event_ids: &[&str],
+    ) -> Result<(), StoreError> {
+        for chunk in event_ids.chunks(500) {
+            let sql = format!(
+                "DELETE FROM lane_members WHERE event_id IN ({})",
+                placeholders(chunk.len())
+            );
+            let sql = self.engine.sql(&sql);
+            let mut query = sqlx::query(&sql);
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            query.execute(&mut *conn).await?;
+        }
+        Ok(())
+    }
+
+    /// An operator's skip inside `tx`: a compare-and-set on the state and cycle
+    /// they saw, the reason kept as the event's last error, the event out of its
+    /// lane (so the next one may go) and the audit row, all in `tx`.
+    pub(super) async fn skip_in(
+        &self,
+        tx: &mut WriteTx,
+        request: &ManualSkip,
+    ) -> Result<Result<(), RetryRefusal>, StoreError> {
+        let expected = request.expected_status;
+        match expected {
+            DeliveryStatus::Failed => {}
+            DeliveryStatus::Uncertain if request.allow_uncertain => {}
+            DeliveryStatus::Uncertain => return Ok(Err(RetryRefusal::SkipNeedsAcknowledgement)),
+            other => return Ok(Err(RetryRefusal::NotSkippable(other.as_str().to_string()))),
+        }
+        let seen = SeenEvent {
+            event_id: &request.event_id,
+            kind: &request.kind,
+            status: expected,
+            cycle: request.expected_cycle,
+        };
+        let set = "status = 'skipped', last_error = ?, lease_token = NULL, lease_holder = NULL, \
+             lease_expires_at = NULL";
+        let why = format!("skipped by {}: {}", request.actor, request.reason);
+        if let Err(refusal) = self.change_seen(tx, set, why, &seen).await? {
+            return Ok(Err(refusal));
+        }
+        self.leave_lanes(tx, &[request.event_id.as_str()]).await?;
+        let entry = NewAuditEntry {
+            subject: request.event_id.clone(),
+            action: "skip".into(),
+            actor: request.actor.clone(),
+            from_status: expected.as_str().to_string(),
+            acknowledged_duplicate_risk: false,
+            affected: 1,
+            reason: Some(request.reason.clone()),
+        };
+        self.insert_audit(&mut **tx, &entry).await?;
+        Ok(Ok(()))
+    }
+
+    /// The lanes whose head waits for an operator (`failed` or `uncertain`),
+    /// longest blocked first, at most `limit`, each with how many wait behind it.
+    /// Only open members are in `lane_members`, so this reads few rows.
+    pub(super) async fn list_blocked_lanes(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<BlockedLane>, StoreError> {
+        let columns = EVENT_COLUMNS
+            .split(", ")
+            .map(|c| format!("e.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT {columns}, m.lane AS lane_key, \
+             (SELECT COUNT(*) FROM lane_members w WHERE w.lane = m.lane AND w.seq > m.seq) AS waiting \
+             FROM lane_members m JOIN outbox_events e ON e.event_id = m.event_id \
+             WHERE e.status IN ({BLOCKING}) AND {HEADS} \
+             ORDER BY e.updated_at, e.event_id LIMIT {limit}"
+        );
+        let rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| {
+                Ok(BlockedLane {
+                    lane: text(row, "lane_key")?,
+                    head: event_from_row(row)?,
+                    waiting: int(row, "waiting")?,
+                })
+            })
+            .collect()
+    }
+
+    /// The blocked lanes counted by their head's source and kind, for metrics.
+    pub(super) async fn count_blocked_lanes(&self) -> Result<Vec<BlockedLanes>, StoreError> {
+        let sql = format!(
+            "SELECT e.source, e.kind, COUNT(*) AS n, MIN(e.updated_at) AS oldest \
+             FROM lane_members m JOIN outbox_events e ON e.event_id = m.event_id \
+             WHERE e.status IN ({BLOCKING}) AND {HEADS} GROUP BY e.source, e.kind"
+        );
+        sqlx::query(&sql)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|r| {
+                Ok(BlockedLanes {
+                    source: text(r, "source")?,
+                    kind: text(r, "kind")?,
+                    lanes: int(r, "n")?,
+                    oldest_blocked_at: opt_int(r, "oldest")?,
+                })
+            })
+            .collect()
+    }
+
+    /// How many lanes have an open member (flowing or blocked).
+    pub(super) async fn count_open_lanes(&self) -> Result<i64, StoreError> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(DISTINCT lane) FROM lane_members")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(n)
+    }
+}
