@@ -560,7 +560,7 @@ impl SqlStore {
         let sql = format!(
             "UPDATE outbox_events SET {}, updated_at = {now} \
              WHERE event_id = ? AND kind = ? AND status = ?{}",
-            set.replace("{now}", &now),
+            set.replace("{now}", now),
             if seen.cycle.is_some() {
                 " AND cycle = ?"
             } else {
