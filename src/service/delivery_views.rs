@@ -141,7 +141,9 @@ pub fn view(event: &EventRecord, sees_data: bool) -> DeliveryView {
         max_attempts: event.max_attempts,
         last_status_code: event.last_status_code,
         last_error: redact(event.last_error.as_deref(), sees_data),
-        next_attempt_at: (event.status == DeliveryStatus::Pending)
+        // A parked event (behind its lane's head) has no time of its own.
+        next_attempt_at: (event.status == DeliveryStatus::Pending
+            && event.next_attempt_at != crate::store::events::LANE_PARKED_AT)
             .then(|| format_ms(event.next_attempt_at)),
         created_at: format_ms(event.created_at),
         updated_at: format_ms(event.updated_at),

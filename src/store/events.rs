@@ -281,6 +281,10 @@ pub struct BlockedLanes {
     pub oldest_blocked_at: Option<i64>,
 }
 
+/// The `next_attempt_at` of a pending event behind its lane's head (9999-12-31):
+/// never due, so claims do not scan it; it is made due when it heads its lane.
+pub const LANE_PARKED_AT: i64 = 253_402_214_400_000;
+
 /// A lane whose head waits for an operator (`failed` or `uncertain`).
 #[derive(Clone, Debug)]
 pub struct BlockedLane {

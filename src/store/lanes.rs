@@ -8,7 +8,7 @@ use vocab::DeliveryStatus;
 
 use super::engine::placeholders;
 use super::error::StoreError;
-use super::events::{BlockedLane, BlockedLanes, RetryRefusal};
+use super::events::{BlockedLane, BlockedLanes, RetryRefusal, LANE_PARKED_AT};
 use super::outbox::{event_from_row, SeenEvent, EVENT_COLUMNS};
 use super::ports::{ManualSkip, NewAuditEntry, WriteTx};
 use super::row::{int, opt_int, text};
@@ -72,17 +72,63 @@ impl SqlStore {
             .bind(event_id)
             .execute(&mut **tx)
             .await?;
+        // Behind an open member: parked, so claims (which scan due events) never
+        // look at it until it heads its lane (`leave_lanes` makes it due).
+        let park = format!(
+            "UPDATE outbox_events SET next_attempt_at = {LANE_PARKED_AT} \
+             WHERE event_id = ? AND status = 'pending' AND EXISTS (SELECT 1 FROM lane_members mine \
+             JOIN lane_members x ON x.lane = mine.lane AND x.seq < mine.seq WHERE mine.event_id = ?)"
+        );
+        sqlx::query(&self.engine.sql(&park))
+            .bind(event_id)
+            .bind(event_id)
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 
-    /// Takes `event_ids` out of their lanes (they are completed or skipped), in
-    /// the transaction that says so; an event in no lane deletes nothing.
+    /// Takes `event_ids` out of their lanes (they are completed, skipped or
+    /// removed), in the transaction that says so, and makes each lane's new head
+    /// due now if it was parked; returns how many members left. An event in no
+    /// lane changes nothing.
     pub(super) async fn leave_lanes(
         &self,
         conn: &mut AnyConnection,
         event_ids: &[&str],
-    ) -> Result<(), StoreError> {
+    ) -> Result<u64, StoreError> {
+        let mut left = 0;
         for chunk in event_ids.chunks(500) {
+            let mut lanes: Vec<String> = {
+                let sql = format!(
+                    "SELECT DISTINCT lane FROM lane_members WHERE event_id IN ({})",
+                    placeholders(chunk.len())
+                );
+                let sql = self.engine.sql(&sql);
+                let mut query = sqlx::query_scalar(&sql);
+                for id in chunk {
+                    query = query.bind(*id);
+                }
+                query.fetch_all(&mut *conn).await?
+            };
+            if lanes.is_empty() {
+                continue;
+            }
+            // Take each lane's sequence row lock, in lane order as producers
+            // join: a member joining now either commits before the unpark below
+            // (which then sees it) or decides whether to park after this commits
+            // (and sees this delete). SQLite's one writer already serialises both.
+            lanes.sort();
+            let lock = self.engine.lock_rows();
+            if !lock.is_empty() {
+                let sql = format!("SELECT next_seq FROM lane_sequences WHERE lane = ?{lock}");
+                let sql = self.engine.sql(&sql);
+                for lane in &lanes {
+                    sqlx::query(&sql)
+                        .bind(lane)
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                }
+            }
             let sql = format!(
                 "DELETE FROM lane_members WHERE event_id IN ({})",
                 placeholders(chunk.len())
@@ -92,9 +138,52 @@ impl SqlStore {
             for id in chunk {
                 query = query.bind(*id);
             }
-            query.execute(&mut *conn).await?;
+            left += query.execute(&mut *conn).await?.rows_affected();
+            self.unpark_heads(conn, &lanes).await?;
+        }
+        Ok(left)
+    }
+
+    /// Makes the head of each of `lanes` due now if it is parked: one statement
+    /// a lane, each finding its head through the `(lane, seq)` key, however long
+    /// the lane.
+    async fn unpark_heads(
+        &self,
+        conn: &mut AnyConnection,
+        lanes: &[String],
+    ) -> Result<(), StoreError> {
+        let now = self.engine.now_ms();
+        // The subquery reads `lane_members` only (MySQL's 1093).
+        let sql = format!(
+            "UPDATE outbox_events SET next_attempt_at = {now} \
+             WHERE next_attempt_at = {LANE_PARKED_AT} AND status = 'pending' AND event_id = \
+             (SELECT event_id FROM lane_members WHERE lane = ? ORDER BY seq LIMIT 1)"
+        );
+        let sql = self.engine.sql(&sql);
+        for lane in lanes {
+            sqlx::query(&sql).bind(lane).execute(&mut *conn).await?;
         }
         Ok(())
+    }
+
+    /// Makes due every parked lane head, however it was left parked (an
+    /// isolation level weaker than the lane locks assume): run by each
+    /// maintenance pass, so a lane never waits longer than one pass for that.
+    pub(super) async fn unpark_stranded_heads(&self) -> Result<u64, StoreError> {
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "UPDATE outbox_events SET next_attempt_at = {now} \
+             WHERE next_attempt_at = {LANE_PARKED_AT} AND status = 'pending' AND event_id IN \
+             (SELECT m.event_id FROM lane_members m WHERE {HEADS})"
+        );
+        let stranded = sqlx::query(&sql).execute(&self.pool).await?.rows_affected();
+        if stranded > 0 {
+            tracing::warn!(
+                stranded,
+                "parked lane heads made due by the maintenance pass"
+            );
+        }
+        Ok(stranded)
     }
 
     /// An operator's skip inside `tx`: a compare-and-set on the state and cycle

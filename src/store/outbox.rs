@@ -641,10 +641,15 @@ impl OutboxStore for SqlStore {
             }
             query.execute(&mut **tx).await?;
         }
-        for event in events {
-            if let Some(lane) = &event.lane {
-                self.join_lane(tx, lane, &event.event_id).await?;
-            }
+        // In lane order (a stable sort: one lane's events keep theirs), as
+        // `leave_lanes` locks lanes, so the two never wait on each other in turn.
+        let mut laned: Vec<(&str, &str)> = events
+            .iter()
+            .filter_map(|e| Some((e.lane.as_deref()?, e.event_id.as_str())))
+            .collect();
+        laned.sort_by_key(|(lane, _)| *lane);
+        for (lane, event_id) in laned {
+            self.join_lane(tx, lane, event_id).await?;
         }
         // Other nodes hear of them after the commit (`outbox::peer_notice`).
         Ok(())
@@ -793,6 +798,7 @@ impl OutboxStore for SqlStore {
         dead_letter: Option<&DeadLetterNotifier>,
         report: &mut SweepReport,
     ) -> Result<(), StoreError> {
+        self.unpark_stranded_heads().await?;
         let now = self.engine.now_ms();
         for (event_id, kind, token, _) in self.sweep_candidates("redeliverable = 0", limit).await? {
             let sql = format!(

@@ -471,9 +471,14 @@ impl RetentionStore for SqlStore {
         }
         let mut children = Vec::new();
         for child in plan.children {
-            let n = self
-                .delete_keys(&mut tx, child, &["event_id"], &keys)
-                .await?;
+            let n = if child.name == LANE_MEMBERS.name {
+                // A removed head lets its lane's next event go.
+                let ids: Vec<&str> = keys.iter().map(|key| key[0].as_str()).collect();
+                self.leave_lanes(&mut tx, &ids).await?
+            } else {
+                self.delete_keys(&mut tx, child, &["event_id"], &keys)
+                    .await?
+            };
             children.push((child.name, n));
         }
         let n = self

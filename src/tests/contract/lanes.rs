@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use herald::outbox::model::RetryRefusal;
 use herald::outbox::model::{ClaimedEvent, NewEvent, Settle};
+use herald::outbox::model::{RetryRefusal, LANE_PARKED_AT};
 use herald::store::ports::{DeliveryReads, ManualSkip, OutboxStore};
 use herald::store::SqlStore;
 use testkit::{claim, claim_request, enqueue, settlement, test_event, TestDb};
@@ -53,6 +53,20 @@ async fn a_lane_goes_one_event_at_a_time_in_its_order(db: &TestDb) {
     )
     .await;
 
+    for (id, behind) in [
+        ("a1", false),
+        ("a2", true),
+        ("a3", true),
+        ("b1", false),
+        ("u1", false),
+    ] {
+        let event = store.get_event(id).await.unwrap().unwrap();
+        assert_eq!(
+            event.next_attempt_at == LANE_PARKED_AT,
+            behind,
+            "{id} parked"
+        );
+    }
     let first = claim_ids(&store).await;
     assert_eq!(
         ids(&first),
@@ -74,7 +88,14 @@ async fn a_lane_goes_one_event_at_a_time_in_its_order(db: &TestDb) {
     settle(&store, &first[1], Settle::Completed).await;
     settle(&store, &first[2], Settle::Completed).await;
 
-    // a1 done: a2 is the head. It fails for good: a3 stays behind it.
+    // a1 done: a2 is the head, due now (it was parked behind a1, so no claim
+    // scanned it); a3 is still parked.
+    let parked = |id: &'static str| {
+        let store = store.clone();
+        async move { store.get_event(id).await.unwrap().unwrap().next_attempt_at == LANE_PARKED_AT }
+    };
+    assert!(!parked("a2").await, "a2 heads lane A now: due");
+    assert!(parked("a3").await, "a3 waits behind a2");
     let next = claim_ids(&store).await;
     assert_eq!(ids(&next), ["a2"]);
     settle(&store, &next[0], Settle::Failed { exhausted: true }).await;

@@ -13,8 +13,8 @@ use herald::outbox::archive::read_rows;
 use herald::outbox::metrics::Metrics;
 use herald::outbox::retention::{Retention, RetentionPolicy, LEASE_NAME};
 use herald::store::ports::{
-    DeliveryReads, IdempotencyKeys, NewAuditEntry, NewRun, RetentionStore, RunRepository,
-    Transactions,
+    DeliveryReads, IdempotencyKeys, NewAuditEntry, NewRun, OutboxStore, RetentionStore,
+    RunRepository, Transactions,
 };
 use herald::store::SqlStore;
 use testkit::{enqueue, parented, wait_for, TestDb};
@@ -209,6 +209,12 @@ async fn a_pass_removes_exactly_the_rows_past_their_retention_and_archives_them_
         let due = if *id == "c-due" { 10 * MINUTE } else { *age };
         settle_aged(&store, id, status, *age, due).await;
     }
+    // `p-old` waits behind `f-old`, parked (as joining the lane left it).
+    let park = format!(
+        "UPDATE outbox_events SET next_attempt_at = {} WHERE event_id = ?",
+        herald::outbox::model::LANE_PARKED_AT
+    );
+    exec(&store, &park, &["p-old"]).await;
     for id in ["c-old", "f-old", "f-mid"] {
         add_attempt(&store, id).await;
     }
@@ -266,6 +272,16 @@ async fn a_pass_removes_exactly_the_rows_past_their_retention_and_archives_them_
         left("SELECT event_id FROM lane_members").await,
         BTreeSet::from(["p-old".to_string()]),
         "the removed head left its lane; the pending event heads it"
+    );
+    assert_ne!(
+        store
+            .get_event("p-old")
+            .await
+            .unwrap()
+            .unwrap()
+            .next_attempt_at,
+        herald::outbox::model::LANE_PARKED_AT,
+        "the new head is due, no longer parked"
     );
 
     // The archive holds every removed row, whole (payloads included), and nothing
