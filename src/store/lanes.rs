@@ -18,9 +18,9 @@ use super::sql::SqlStore;
 const BLOCKING: &str = "'failed', 'uncertain'";
 
 /// That member `m` heads its lane: only open members are in `lane_members`, so
-/// none before it means it is the one a claim may take.
-const HEADS: &str =
-    "NOT EXISTS (SELECT 1 FROM lane_members x WHERE x.lane = m.lane AND x.seq < m.seq)";
+/// the lowest sequence number is the one a claim may take (a lookup by the
+/// `(lane, seq)` key, never a join of a lane's members with each other).
+const HEADS: &str = "m.seq = (SELECT MIN(x.seq) FROM lane_members x WHERE x.lane = m.lane)";
 
 impl SqlStore {
     /// Makes `event_id` the next member of `lane`: its sequence number is taken
@@ -76,12 +76,14 @@ impl SqlStore {
         // look at it until it heads its lane (`leave_lanes` makes it due).
         let park = format!(
             "UPDATE outbox_events SET next_attempt_at = {LANE_PARKED_AT} \
-             WHERE event_id = ? AND status = 'pending' AND EXISTS (SELECT 1 FROM lane_members mine \
-             JOIN lane_members x ON x.lane = mine.lane AND x.seq < mine.seq WHERE mine.event_id = ?)"
+             WHERE event_id = ? AND status = 'pending' \
+             AND (SELECT seq FROM lane_members WHERE event_id = ?) > \
+             (SELECT MIN(seq) FROM lane_members WHERE lane = ?)"
         );
         sqlx::query(&self.engine.sql(&park))
             .bind(event_id)
             .bind(event_id)
+            .bind(lane)
             .execute(&mut **tx)
             .await?;
         Ok(())

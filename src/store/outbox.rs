@@ -34,10 +34,14 @@ const CLAIM_COLUMNS: &str =
     "event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
      attempts, cycle, cycle_attempts, max_attempts, lease_token, destination, trace_parent, lane";
 
-/// What a claim asks of a laned event: that it heads its lane.
-const LANE_HEAD: &str = "(lane IS NULL OR NOT EXISTS (SELECT 1 FROM lane_members mine \
-     JOIN lane_members earlier ON earlier.lane = mine.lane AND earlier.seq < mine.seq \
-     WHERE mine.event_id = outbox_events.event_id))";
+/// What a claim asks of a laned event: that it heads its lane (its member's
+/// sequence number is its lane's lowest), or is in no lane any more. Two scalar
+/// subqueries, each one index lookup per candidate: an `EXISTS` over a self-join
+/// of `lane_members` was planned by PostgreSQL as one hashed join of every member
+/// with every earlier one, 2.5 s for a 4,300-event lane (docs/BENCHMARKS.md).
+const LANE_HEAD: &str = "(lane IS NULL OR COALESCE((SELECT mine.seq FROM lane_members mine \
+     WHERE mine.event_id = outbox_events.event_id), 0) <= COALESCE((SELECT MIN(head.seq) \
+     FROM lane_members head WHERE head.lane = outbox_events.lane), 0))";
 
 /// The fence every worker write carries.
 pub(super) const FENCE: &str = "lease_token = ? AND status = 'processing' AND lease_expires_at > ";
