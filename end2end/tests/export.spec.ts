@@ -186,7 +186,7 @@ test("an operator exports the audit trail; a reader is refused, page and forged 
   const csv = await download(page, "export-csv");
   expect(csv.name).toMatch(/^herald-audit-\d{8}-\d{6}\.csv$/);
   const { header, rows } = rowsOf(csv.text);
-  expect(header).toEqual(["id", "event_id", "action", "actor", "from_status", "acknowledged_duplicate_risk", "affected", "at"]);
+  expect(header).toEqual(["id", "event_id", "action", "actor", "from_status", "acknowledged_duplicate_risk", "affected", "at", "reason"]);
   const entry = rows.find((r) => r.event_id === retried);
   expect(entry).toMatchObject({ action: "retry", actor: "operator", from_status: "failed", affected: "1" });
   const ndjson = await download(page, "export-ndjson");
