@@ -34,11 +34,12 @@ export default defineConfig({
     command: "bash ./serve.sh",
     // serve.sh prints this line once Herald answers /readyz; Playwright puts the named
     // groups in the tests' environment as HERALD_E2E_BASE_URL, HERALD_E2E_RECEIVER_URL
-    // and HERALD_E2E_TWO_URL (the Herald with its approvals database apart).
+    // and HERALD_E2E_TWO_URL (the Herald with its approvals database apart), and
+    // HERALD_E2E_DB (the first Herald's SQLite file, where a test arranges a fault).
     // The trailing newline makes sure a URL is never read half-written.
     wait: {
       stdout:
-        /Herald e2e ready: base=(?<herald_e2e_base_url>http:\S+) receiver=(?<herald_e2e_receiver_url>http:\S+) two=(?<herald_e2e_two_url>http:\S+)\n/,
+        /Herald e2e ready: base=(?<herald_e2e_base_url>http:\S+) receiver=(?<herald_e2e_receiver_url>http:\S+) two=(?<herald_e2e_two_url>http:\S+) db=(?<herald_e2e_db>\S+)\n/,
     },
     reuseExistingServer: false,
     timeout: 120_000,

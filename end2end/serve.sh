@@ -5,8 +5,8 @@
 # Herald on a temporary SQLite database with one user per role (password
 # "<role>-password-e2e"), the built console bundle, and fast, loopback-allowed
 # delivery. Once Herald answers /readyz it prints one line that playwright.config.ts
-# waits for, handing both URLs to the tests:
-#   Herald e2e ready: base=http://127.0.0.1:<port> receiver=http://127.0.0.1:<port>
+# waits for, handing the URLs (and the first Herald's database file) to the tests:
+#   Herald e2e ready: base=http://127.0.0.1:<port> receiver=http://127.0.0.1:<port> two=… db=…
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -106,5 +106,5 @@ until ready "$base/readyz" && ready "$two/readyz"; do
   ((SECONDS < deadline)) || { echo "serve.sh: Herald was not ready within 60 s" >&2; exit 1; }
   sleep 0.2
 done
-echo "Herald e2e ready: base=$base receiver=$receiver two=$two"
+echo "Herald e2e ready: base=$base receiver=$receiver two=$two db=$dir/herald.db"
 wait "$herald"

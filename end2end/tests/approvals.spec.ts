@@ -1,6 +1,7 @@
 import type { APIRequestContext } from "@playwright/test";
 import { test, expect } from "./fixtures";
-import { password, screenshotPath, signIn, uniqueTag, waitForHydration } from "./helpers";
+import { password, screenshotPath, signIn, sqliteExec, uniqueTag, waitForHydration } from "./helpers";
+import { expectAccessible } from "./a11y";
 import { SharedReceiver } from "./receiver";
 
 test.describe.configure({ mode: "serial" });
@@ -156,5 +157,71 @@ test("a reader sees approvals but no buttons", async ({ page, playwright, baseUR
   const after = await request.get(`/api/v1/approvals/${approval.id}`);
   expect(after.status()).toBe(200);
   expect((await after.json()).status).toBe("pending");
+  await request.dispose();
+});
+
+test("field updates apply after the decision, one at a time per record: a blocked one says why and its retry lets the next go", async ({ page, playwright, baseURL }) => {
+  const request = await playwright.request.newContext({ baseURL });
+  const post = await adminApi(request, baseURL!);
+  const id = `${tag}-ordered`;
+  await post("/api/v1/approval-definitions", {
+    id,
+    object: "Opportunity",
+    steps: [{ name: "Manager", approver: { role: "admin" } }],
+    actions: {
+      submit: [{ type: "FieldUpdate", id: "review", field_path: "Account.Status", value: "Reviewing" }],
+      approve: [{ type: "FieldUpdate", id: "won", field_path: "Stage", value: "Won" }],
+    },
+  });
+  const account = await post("/api/v1/records/Account", { fields: { Status: "Customer" } });
+  const deal = await post("/api/v1/records/Opportunity", { fields: { AccountId: account.id, Stage: "Negotiation" } });
+  // The account refuses every write (a trigger this test owns): the Submit update,
+  // first in the deal's lane, fails and is shelved.
+  const trigger = `e2e_hold_${account.id.replace(/-/g, "_")}`;
+  sqliteExec(
+    `CREATE TRIGGER ${trigger} BEFORE UPDATE ON records WHEN OLD.id = '${account.id}' ` +
+      `BEGIN SELECT RAISE(ABORT, 'the account is held by the test'); END;`,
+  );
+  const approval = await post("/api/v1/approvals", { definition_id: id, record_id: deal.id });
+  expect(approval.field_updates.state).toBe("applying");
+  const submitUpdate = approval.field_updates.event_id;
+
+  await signIn(page, "admin", `/approvals?id=${approval.id}`);
+  const line = (eventId: string) => page.locator(`[data-testid=field-updates][data-event-id="${eventId}"]`);
+  await expect
+    .poll(async () => {
+      await page.reload();
+      await waitForHydration(page);
+      return line(submitUpdate).getAttribute("data-state");
+    })
+    .toBe("blocked");
+  await expect(line(submitUpdate)).toContainText("the account is held by the test");
+
+  // The decision answers at once; its own update waits behind the blocked one.
+  await page.getByTestId("approve-button").click();
+  const detail = page.getByTestId("approval-detail");
+  await expect(detail.getByTestId("status").first()).toHaveText("approved");
+  const decided = await (await request.get(`/api/v1/approvals/${approval.id}`)).json();
+  const approveUpdate = decided.events.find((e: any) => e.kind === "field_update" && e.event_id !== submitUpdate).event_id;
+  await page.reload();
+  await waitForHydration(page);
+  await expect(line(approveUpdate)).toHaveAttribute("data-state", "applying");
+  await expect(line(approveUpdate)).toContainText("Applying Approve field updates");
+  expect((await (await request.get(`/api/v1/records/Opportunity/${deal.id}`)).json()).fields.Stage).toBe("Negotiation");
+  await expectAccessible(page, "an approval whose field updates are blocked");
+  await page.screenshot({ path: screenshotPath("field-updates-blocked.png"), fullPage: true });
+
+  // Fixed and retried from the shelf: both apply, in the order they were decided.
+  sqliteExec(`DROP TRIGGER ${trigger};`);
+  await page.locator(`[data-testid=failed-replay][data-event-id="${submitUpdate}"]`).getByTestId("retry-replay").click();
+  await expect
+    .poll(async () => {
+      await page.reload();
+      await waitForHydration(page);
+      return [await line(submitUpdate).getAttribute("data-state"), await line(approveUpdate).getAttribute("data-state")];
+    })
+    .toEqual(["applied", "applied"]);
+  expect((await (await request.get(`/api/v1/records/Opportunity/${deal.id}`)).json()).fields.Stage).toBe("Won");
+  expect((await (await request.get(`/api/v1/records/Account/${account.id}`)).json()).fields.Status).toBe("Reviewing");
   await request.dispose();
 });

@@ -1,7 +1,8 @@
 import path from "node:path";
 import { randomUUID } from "node:crypto";
 import type { Page, APIRequestContext } from "@playwright/test";
-import { expect } from "./fixtures";
+import { execFileSync } from "node:child_process";
+import { expect, serverUrl } from "./fixtures";
 
 export const password = (role: string) => `${role}-password-e2e`;
 
@@ -71,4 +72,14 @@ export async function signedInApi(
   });
   expect(login.status()).toBe(303);
   return api;
+}
+
+/**
+ * Runs `sql` (one or more statements) on the shared Herald's SQLite file, beside
+ * the running server (WAL; it waits up to 10 s for Herald's writer): how a test
+ * arranges a fault no API can make, such as a record that refuses to be written.
+ */
+export function sqliteExec(sql: string) {
+  const script = "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1], timeout=10)\nc.executescript(sys.argv[2])\nc.close()";
+  execFileSync("python3", ["-c", script, serverUrl("HERALD_E2E_DB"), sql]);
 }

@@ -1,8 +1,9 @@
 //! What an approval's lifecycle transition owes, as outbox events with
 //! deterministic ids (DESIGN §2): the approval prompt to the step's approver route
 //! (`approval_<id>`; later steps `approval_<id>_step<n>`), one `alert` per Alert
-//! action (`alert_<id>_<event>_<seq>_<action>`), and the one Recall replay event
-//! (`recall_<id>_<seq>`) holding the frozen FieldUpdate instructions.
+//! action (`alert_<id>_<event>_<seq>_<action>`), and the one replay event of a
+//! transition that owes FieldUpdates (`<event>_<id>_<seq>`, e.g. `recall_<id>_3`)
+//! holding its frozen instructions, in its record's lane.
 
 use std::sync::Arc;
 
@@ -161,17 +162,35 @@ impl ApprovalPlanner {
         events
     }
 
-    /// The one replay event of a recall: keyed by the instance and the recall's
-    /// transition sequence.
+    /// The one replay event of a lifecycle transition (`payload.lifecycle_event`)
+    /// that owes FieldUpdates: keyed by the event, the instance and the
+    /// transition's sequence, and in its record's lane, so the FieldUpdates of one
+    /// record apply in the order their transitions committed (docs/ORDERING.md).
     pub fn replay(&self, instance: &Instance, payload: &ReplayPayload) -> NewEvent {
-        self.event(
-            format!("recall_{}_{}", instance.id, instance.transition_seq),
+        let mut replay = self.event(
+            Self::replay_id(
+                payload.lifecycle_event,
+                &instance.id,
+                instance.transition_seq,
+            ),
             kinds::FIELD_UPDATE,
             instance,
             serde_json::to_string(payload).unwrap_or_default(),
             true,
             self.replay_max_attempts,
-        )
+        );
+        replay.lane = Some(record_lane(&instance.object, &instance.record_id));
+        replay
+    }
+
+    /// `<event>_<approval id>_<transition seq>`, e.g. `recall_<id>_3`.
+    pub fn replay_id(event: LifecycleEvent, approval_id: &str, transition_seq: i64) -> String {
+        format!("{}_{approval_id}_{transition_seq}", event.label())
+    }
+
+    /// The lifecycle event a replay event's id names (its metric label).
+    pub fn replay_event_of(event_id: &str) -> Option<LifecycleEvent> {
+        LifecycleEvent::from_label(event_id.split('_').next()?)
     }
 
     /// The continuation a decided or recalled run approval owes its run (DESIGN
@@ -220,6 +239,11 @@ impl ApprovalPlanner {
             lane: None,
         }
     }
+}
+
+/// The lane of the FieldUpdates of one approved record: `record:<object>:<id>`.
+pub fn record_lane(object: &str, record_id: &str) -> String {
+    crate::routes::bounded_lane(format!("record:{object}:{record_id}"))
 }
 
 /// What an approval is about, as its notices name it: a run, or a record of an

@@ -1,5 +1,6 @@
-//! The `field_update` handler: replays a Recall's frozen FieldUpdate instructions
-//! (seed 000 "Worker Design"). Claimed like every kind; runs in a fresh write
+//! The `field_update` handler: replays a lifecycle transition's frozen FieldUpdate
+//! instructions (seed 000 "Worker Design", extended by issue 22 from Recall to
+//! Submit, Approve and Reject: docs/ORDERING.md). Claimed like every kind; runs in a fresh write
 //! transaction in system context; writes each instruction's **frozen** target
 //! (never re-resolving a lookup); skips a field that already holds the value; and
 //! completes the event, fenced on its lease, in the same transaction as the
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::model::{LifecycleEvent, ReplayPayload};
+use super::planner::ApprovalPlanner;
 use crate::outbox::handler::{Handler, Outcome};
 use crate::outbox::metrics::Metrics;
 use crate::outbox::model::{ClaimedEvent, Settle, Settlement};
@@ -56,14 +58,8 @@ pub struct ReplayHandler {
     pause: Option<TestPause>,
 }
 
-/// Checks what the payload promises: a Recall with at least one complete instruction.
+/// Checks what the payload promises: at least one complete instruction.
 pub fn validate(payload: &ReplayPayload) -> Result<(), ReplayError> {
-    if payload.lifecycle_event != LifecycleEvent::Recall {
-        return Err(ReplayError::InvalidPayload(format!(
-            "only Recall instructions are replayed, not {}",
-            payload.lifecycle_event.as_str()
-        )));
-    }
     if payload.instructions.is_empty() {
         return Err(ReplayError::InvalidPayload("no instructions".into()));
     }
@@ -168,7 +164,8 @@ impl Handler for ReplayHandler {
         {
             Ok(done) => {
                 tracing::info!(event_id = %event.event_id, applied = done.applied,
-                    skipped = done.skipped, "recall field updates replayed");
+                    skipped = done.skipped, lifecycle_event = payload.lifecycle_event.label(),
+                    "field updates replayed");
                 self.pause_at("committed").await;
                 Outcome::Delivered { status_code: None }
             }
@@ -181,14 +178,20 @@ impl Handler for ReplayHandler {
     }
 
     fn settled(&self, settlement: &Settlement, metrics: &Metrics) {
-        let lifecycle_event = LifecycleEvent::Recall.label();
+        let lifecycle_event = lifecycle_label(&settlement.event_id);
         metrics.record_replay_attempt(lifecycle_event, settlement.settle.outcome_label());
         if matches!(settlement.settle, Settle::Failed { .. }) {
             metrics.record_replay_exhausted(lifecycle_event);
         }
     }
 
-    fn swept_failed(&self, metrics: &Metrics) {
-        metrics.record_replay_exhausted(LifecycleEvent::Recall.label());
+    fn swept_failed(&self, event_id: &str, metrics: &Metrics) {
+        metrics.record_replay_exhausted(lifecycle_label(event_id));
     }
+}
+
+/// The metric label of the lifecycle event a replay's id names (`unknown` for an
+/// id of another shape, so a label never holds an id).
+fn lifecycle_label(event_id: &str) -> &'static str {
+    ApprovalPlanner::replay_event_of(event_id).map_or("unknown", LifecycleEvent::label)
 }

@@ -75,7 +75,7 @@ pub trait Handler: Send + Sync + 'static {
 
     /// Called when the maintenance sweep fails an event of this kind whose last
     /// attempt's lease expired (no settlement exists for it).
-    fn swept_failed(&self, _metrics: &super::metrics::Metrics) {}
+    fn swept_failed(&self, _event_id: &str, _metrics: &super::metrics::Metrics) {}
 }
 
 /// Runs a channel or route [`Sender`] as the handler of a kind: the event's id and

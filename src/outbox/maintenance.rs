@@ -54,7 +54,7 @@ impl Maintenance {
         for (event_id, kind) in &report.failed {
             self.metrics.record_exhausted(kind);
             if let Some(registration) = self.registries.iter().find_map(|r| r.get(kind)) {
-                registration.handler.swept_failed(&self.metrics);
+                registration.handler.swept_failed(event_id, &self.metrics);
             }
             tracing::error!(event_id = %event_id, kind = %kind,
                 "OPERATOR_ALERT: event failed after its last attempt's lease expired; dead-lettered");

@@ -1,10 +1,12 @@
 //! Approvals: definitions, and the lifecycle — Submit, Approve, Reject, Recall —
 //! each one transaction in the approvals store together with every event it owes.
-//! Submit, Approve and Reject FieldUpdates run synchronously inside their
-//! transaction; Recall FieldUpdates are resolved inside the recall transaction and
-//! written as ONE durable `field_update` replay event (seed 000), and recall fails
-//! closed when they exist but no durable outbox is wired. Without one (`memory://`),
-//! any step that owes prompts or alerts fails closed too.
+//! Every lifecycle event's FieldUpdates — Submit, final Approve or Reject, Recall
+//! — are resolved inside its transaction and written as ONE durable `field_update`
+//! replay event with the frozen targets (seed 000, extended by issue 22), in the
+//! record's lane so they apply in commit order (docs/ORDERING.md). The call answers
+//! before they are written (`field_updates.state = "applying"`). A transition that
+//! owes FieldUpdates, prompts or alerts fails closed when no durable outbox is
+//! wired (`memory://`).
 
 use std::sync::Arc;
 
@@ -24,7 +26,9 @@ use crate::outbox::model::NewEvent;
 use crate::outbox::Outbox;
 use crate::store::ports::{ApprovalsStore, WriteTx};
 use crate::store::StatusCount;
+use vocab::approvals::field_update_state;
 use vocab::run_approvals::RunDecision;
+use vocab::DeliveryStatus;
 
 /// The body of `POST /api/v1/approvals`.
 #[derive(utoipa::ToSchema, Debug, Deserialize, Serialize)]
@@ -42,6 +46,9 @@ pub struct ApprovalEvent {
     pub status: String,
     pub attempts: i64,
     pub last_error: Option<String>,
+    /// For a FieldUpdate replay: `applying`, `applied`, `blocked` or `skipped`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_updates: Option<String>,
 }
 
 /// An approval as the API returns it.
@@ -62,6 +69,18 @@ pub struct ApprovalView {
     /// Event ids this call committed (lifecycle calls only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub committed_events: Vec<String>,
+    /// The FieldUpdates this call owes (lifecycle calls that owe some): written
+    /// by their replay event after the answer, so `state` is `applying`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_updates: Option<FieldUpdates>,
+}
+
+/// A transition's FieldUpdates: their replay event and where it stands
+/// (`applying`, `applied`, `blocked`, `skipped`).
+#[derive(utoipa::ToSchema, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FieldUpdates {
+    pub event_id: String,
+    pub state: String,
 }
 
 /// An approval with its nodes, work items and events.
@@ -172,8 +191,24 @@ pub struct ApprovalService {
     planner: Arc<ApprovalPlanner>,
 }
 
+/// `instance` as a lifecycle call answers it, with the events it committed.
+fn view_of_call(instance: Instance, events: &[NewEvent]) -> ApprovalView {
+    let field_updates = events
+        .iter()
+        .find(|e| e.kind == kinds::FIELD_UPDATE)
+        .map(|e| FieldUpdates {
+            event_id: e.event_id.clone(),
+            state: field_update_state(DeliveryStatus::Pending).into(),
+        });
+    ApprovalView {
+        field_updates,
+        ..view(instance, event_ids(events))
+    }
+}
+
 fn view(instance: Instance, committed_events: Vec<String>) -> ApprovalView {
     ApprovalView {
+        field_updates: None,
         id: instance.id,
         definition_id: instance.definition_id,
         definition_version: instance.definition_version,
@@ -292,6 +327,8 @@ impl ApprovalService {
             .await?
             .into_iter()
             .map(|e| ApprovalEvent {
+                field_updates: (e.kind == kinds::FIELD_UPDATE)
+                    .then(|| field_update_state(e.status).to_string()),
                 event_id: e.event_id,
                 kind: e.kind,
                 status: e.status.as_str().to_string(),
@@ -539,20 +576,25 @@ impl ApprovalService {
                 &viewer.name,
             )
             .await?;
-        self.apply_now(&mut tx, &definition, &instance, LifecycleEvent::Submit)
-            .await?;
         let mut events: Vec<NewEvent> = self
-            .planner
-            .prompt(&definition, &instance)
+            .field_updates(
+                &mut tx,
+                &definition,
+                &instance,
+                LifecycleEvent::Submit,
+                viewer,
+            )
+            .await?
             .into_iter()
             .collect();
+        events.extend(self.planner.prompt(&definition, &instance));
         events.extend(self.planner.alerts(
             &definition,
             &instance,
             LifecycleEvent::Submit,
             &viewer.name,
         ));
-        let submitted = view(instance, event_ids(&events));
+        let submitted = view_of_call(instance, &events);
         self.answer(keyed, &mut tx, 201, &submitted).await?;
         self.commit(tx, &events).await?;
         tracing::info!(approval_id = %submitted.id, definition = %definition.id, by = %viewer.name, "approval submitted");
@@ -694,8 +736,10 @@ impl ApprovalService {
                 .store
                 .transition_instance(&mut tx, &instance, status, step_index, &viewer.name, true)
                 .await?;
-            self.apply_now(&mut tx, &definition, &decided, event)
-                .await?;
+            events.extend(
+                self.field_updates(&mut tx, &definition, &decided, event, viewer)
+                    .await?,
+            );
             events.extend(
                 self.planner
                     .alerts(&definition, &decided, event, &viewer.name),
@@ -710,7 +754,7 @@ impl ApprovalService {
             }
             decided
         };
-        let decided = view(instance, event_ids(&events));
+        let decided = view_of_call(instance, &events);
         self.answer(keyed, &mut tx, 200, &decided).await?;
         self.commit(tx, &events).await?;
         tracing::info!(approval_id = %decided.id, event = event.as_str(), by = %viewer.name, "approval decided");
@@ -748,30 +792,9 @@ impl ApprovalService {
                 instance.submitted_by
             )));
         }
-        let mut instructions = Vec::new();
-        for action in definition.actions.for_event(LifecycleEvent::Recall) {
-            if let Action::FieldUpdate {
-                id: action_id,
-                name,
-                field_path,
-                value,
-            } = action
-            {
-                let target = self.resolve(&mut tx, &instance, field_path).await?;
-                instructions.push(ReplayInstruction {
-                    action_id: action_id.clone(),
-                    action_name: name.clone(),
-                    field_path: field_path.clone(),
-                    value: value.clone(),
-                    target,
-                });
-            }
-        }
-        if !instructions.is_empty() && self.outbox.is_none() {
-            return Err(ServiceError::CapabilityUnavailable(
-                "recall refused: the definition has Recall FieldUpdates and no durable outbox is wired to replay them; nothing was changed".into(),
-            ));
-        }
+        let instructions = self
+            .freeze(&mut tx, &definition, &instance, LifecycleEvent::Recall)
+            .await?;
         let step_prompt = ApprovalPlanner::prompt_id(&instance.id, instance.step_index);
         self.store
             .skip_pending_in(
@@ -791,22 +814,16 @@ impl ApprovalService {
                 true,
             )
             .await?;
-        let mut events = Vec::new();
-        if !instructions.is_empty() {
-            events.push(self.planner.replay(
+        let mut events: Vec<NewEvent> = self
+            .replay(
+                &definition,
                 &removed,
-                &ReplayPayload {
-                    lifecycle_event: LifecycleEvent::Recall,
-                    process_instance_id: removed.id.clone(),
-                    definition_id: definition.id.clone(),
-                    definition_version: definition.version,
-                    object: removed.object.clone(),
-                    record_id: removed.record_id.clone(),
-                    actor: actor(viewer),
-                    instructions,
-                },
-            ));
-        }
+                LifecycleEvent::Recall,
+                viewer,
+                instructions,
+            )
+            .into_iter()
+            .collect();
         events.extend(self.planner.alerts(
             &definition,
             &removed,
@@ -819,7 +836,7 @@ impl ApprovalService {
                     .continuation(&removed, RunDecision::Recalled, &viewer.name),
             );
         }
-        let recalled = view(removed, event_ids(&events));
+        let recalled = view_of_call(removed, &events);
         self.answer(keyed, &mut tx, 200, &recalled).await?;
         self.commit(tx, &events).await?;
         tracing::info!(approval_id = %recalled.id, by = %viewer.name, events = events.len(), "approval recalled");
@@ -880,36 +897,85 @@ impl ApprovalService {
         })
     }
 
-    /// Applies `event`'s FieldUpdates inside `tx` (Submit, Approve, Reject stay
-    /// synchronous; seed 000).
-    async fn apply_now(
+    /// The replay event `event` owes for its FieldUpdates, resolved and frozen
+    /// inside `tx` (`instance` as the transition leaves it), or `None` when it
+    /// owes none.
+    async fn field_updates(
         &self,
         tx: &mut WriteTx,
         definition: &Definition,
         instance: &Instance,
         event: LifecycleEvent,
-    ) -> Result<(), ServiceError> {
+        viewer: &Viewer,
+    ) -> Result<Option<NewEvent>, ServiceError> {
+        let instructions = self.freeze(tx, definition, instance, event).await?;
+        Ok(self.replay(definition, instance, event, viewer, instructions))
+    }
+
+    /// `event`'s FieldUpdate instructions with their targets resolved (lookups
+    /// included) and frozen inside `tx`. Refused, before anything is written,
+    /// when there are some and no durable outbox to replay them.
+    async fn freeze(
+        &self,
+        tx: &mut WriteTx,
+        definition: &Definition,
+        instance: &Instance,
+        event: LifecycleEvent,
+    ) -> Result<Vec<ReplayInstruction>, ServiceError> {
+        let mut instructions = Vec::new();
         for action in definition.actions.for_event(event) {
             if let Action::FieldUpdate {
-                field_path, value, ..
+                id: action_id,
+                name,
+                field_path,
+                value,
             } = action
             {
                 let target = self.resolve(tx, instance, field_path).await?;
-                let record = self
-                    .store
-                    .lock_record(tx, &target.record_id)
-                    .await?
-                    .ok_or_else(|| {
-                        ServiceError::Conflict(format!("record {} vanished", target.record_id))
-                    })?;
-                if record.fields.get(&target.field) != Some(value) {
-                    let mut fields = record.fields.clone();
-                    fields.insert(target.field.clone(), value.clone());
-                    self.store.write_record_fields(tx, &record, &fields).await?;
-                }
+                instructions.push(ReplayInstruction {
+                    action_id: action_id.clone(),
+                    action_name: name.clone(),
+                    field_path: field_path.clone(),
+                    value: value.clone(),
+                    target,
+                });
             }
         }
-        Ok(())
+        if !instructions.is_empty() && self.outbox.is_none() {
+            return Err(ServiceError::CapabilityUnavailable(format!(
+                "{} refused: the definition has {} FieldUpdates and no durable outbox is wired to apply them; nothing was changed",
+                event.label(),
+                event.as_str()
+            )));
+        }
+        Ok(instructions)
+    }
+
+    /// The one replay event of `instructions` (none when there are none).
+    fn replay(
+        &self,
+        definition: &Definition,
+        instance: &Instance,
+        event: LifecycleEvent,
+        viewer: &Viewer,
+        instructions: Vec<ReplayInstruction>,
+    ) -> Option<NewEvent> {
+        if instructions.is_empty() {
+            return None;
+        }
+        Some(self.planner.replay(
+            instance,
+            &ReplayPayload {
+                lifecycle_event: event,
+                process_instance_id: instance.id.clone(),
+                definition_id: definition.id.clone(),
+                definition_version: definition.version,
+                object: instance.object.clone(),
+                record_id: instance.record_id.clone(),
+                actor: actor(viewer),
+                instructions,
+            },
+        ))
     }
 
     /// Commits `tx` with `events` enqueued in it (their ids are the call's
@@ -932,7 +998,7 @@ impl ApprovalService {
                     .await
                     .map_err(|e| ServiceError::Internal(e.to_string()))?;
                 Err(ServiceError::CapabilityUnavailable(format!(
-                    "this approval step owes {} prompt or alert notification(s) and no durable outbox is wired to send them; nothing was changed",
+                    "this approval step owes {} prompt or alert notification(s) or field update(s) and no durable outbox is wired to send them; nothing was changed",
                     events.len()
                 )))
             }

@@ -478,13 +478,19 @@ impl ApprovalEvents for SqlStore {
             "UPDATE outbox_events SET status = 'completed', completed_at = {now}, updated_at = {now}, \
              lease_expires_at = NULL, last_error = NULL WHERE event_id = ? AND {FENCE}{now}"
         );
-        Ok(sqlx::query(&self.engine.sql(&sql))
+        let completed = sqlx::query(&self.engine.sql(&sql))
             .bind(event_id)
             .bind(lease_token)
             .execute(&mut **tx)
             .await?
             .rows_affected()
-            == 1)
+            == 1;
+        // The record's lane lets its next FieldUpdate go in the transaction that
+        // writes this one (docs/ORDERING.md §2).
+        if completed {
+            self.leave_lanes(tx, &[event_id]).await?;
+        }
+        Ok(completed)
     }
 
     async fn skip_pending_in(

@@ -22,6 +22,16 @@ const BLOCKING: &str = "'failed', 'uncertain'";
 /// `(lane, seq)` key, never a join of a lane's members with each other).
 const HEADS: &str = "m.seq = (SELECT MIN(x.seq) FROM lane_members x WHERE x.lane = m.lane)";
 
+/// Makes due at `now` (an SQL expression) the parked pending events whose id is `event_id_is` (a
+/// condition that reads `lane_members` only: MySQL refuses a subquery on the
+/// table it updates, error 1093).
+fn unpark(now: &str, event_id_is: &str) -> String {
+    format!(
+        "UPDATE outbox_events SET next_attempt_at = {now} \
+         WHERE next_attempt_at = {LANE_PARKED_AT} AND status = 'pending' AND event_id {event_id_is}"
+    )
+}
+
 impl SqlStore {
     /// Makes `event_id` the next member of `lane`: its sequence number is taken
     /// and bumped in `tx`, whose lock on the lane's row lasts until the commit,
@@ -154,12 +164,9 @@ impl SqlStore {
         conn: &mut AnyConnection,
         lanes: &[String],
     ) -> Result<(), StoreError> {
-        let now = self.engine.now_ms();
-        // The subquery reads `lane_members` only (MySQL's 1093).
-        let sql = format!(
-            "UPDATE outbox_events SET next_attempt_at = {now} \
-             WHERE next_attempt_at = {LANE_PARKED_AT} AND status = 'pending' AND event_id = \
-             (SELECT event_id FROM lane_members WHERE lane = ? ORDER BY seq LIMIT 1)"
+        let sql = unpark(
+            self.engine.now_ms(),
+            "= (SELECT event_id FROM lane_members WHERE lane = ? ORDER BY seq LIMIT 1)",
         );
         let sql = self.engine.sql(&sql);
         for lane in lanes {
@@ -172,12 +179,8 @@ impl SqlStore {
     /// isolation level weaker than the lane locks assume): run by each
     /// maintenance pass, so a lane never waits longer than one pass for that.
     pub(super) async fn unpark_stranded_heads(&self) -> Result<u64, StoreError> {
-        let now = self.engine.now_ms();
-        let sql = format!(
-            "UPDATE outbox_events SET next_attempt_at = {now} \
-             WHERE next_attempt_at = {LANE_PARKED_AT} AND status = 'pending' AND event_id IN \
-             (SELECT m.event_id FROM lane_members m WHERE {HEADS})"
-        );
+        let heads = format!("IN (SELECT m.event_id FROM lane_members m WHERE {HEADS})");
+        let sql = unpark(self.engine.now_ms(), &heads);
         let stranded = sqlx::query(&sql).execute(&self.pool).await?.rows_affected();
         if stranded > 0 {
             tracing::warn!(

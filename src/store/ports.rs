@@ -788,8 +788,8 @@ pub trait ApprovalRepository: Transactions {
 #[async_trait]
 pub trait ApprovalEvents: Send + Sync {
     /// Completes a claimed event inside `tx`, fenced on its lease: the replay's
-    /// mutation and its completion commit together. `false`: the lease is lost and
-    /// the caller must roll `tx` back.
+    /// mutation, its completion and its leaving its record's lane commit together.
+    /// `false`: the lease is lost and the caller must roll `tx` back.
     async fn complete_in(
         &self,
         tx: &mut WriteTx,

@@ -15,6 +15,18 @@ pub enum LifecycleEvent {
 }
 
 impl LifecycleEvent {
+    pub const ALL: [LifecycleEvent; 4] = [
+        LifecycleEvent::Submit,
+        LifecycleEvent::Approve,
+        LifecycleEvent::Reject,
+        LifecycleEvent::Recall,
+    ];
+
+    /// The event whose [`LifecycleEvent::label`] is `label`.
+    pub fn from_label(label: &str) -> Option<LifecycleEvent> {
+        Self::ALL.into_iter().find(|e| e.label() == label)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             LifecycleEvent::Submit => "Submit",
@@ -484,6 +496,19 @@ pub struct ReplayPayload {
     pub record_id: String,
     pub actor: ActorSnapshot,
     pub instructions: Vec<ReplayInstruction>,
+}
+
+/// Where a transition's FieldUpdates stand, as the API and the console say it
+/// (docs/ORDERING.md §5): they are written by their replay event after the
+/// transition answers, in their record's lane.
+pub fn field_update_state(status: crate::DeliveryStatus) -> &'static str {
+    use crate::DeliveryStatus::*;
+    match status {
+        Pending | Processing => "applying",
+        Completed => "applied",
+        Failed | Uncertain => "blocked",
+        Skipped => "skipped",
+    }
 }
 
 /// Event kinds of the approvals source.

@@ -12,8 +12,10 @@ use crate::api::approvals::{
     approval_detail, decision_key, list_approvals, replay_shelf, ActOnApproval, RetryReplay,
 };
 use crate::components::{CapabilityNotice, LongId, ScrollingTable, TopBar};
-use crate::dto::{record_page, ApprovalDetailView, ApprovalRow, ReplayShelfView};
+use crate::dto::{record_page, ApprovalDetailView, ApprovalEventRow, ApprovalRow, ReplayShelfView};
 use crate::format::short_id;
+use vocab::approvals::{field_update_state, kinds::FIELD_UPDATE, LifecycleEvent};
+use vocab::DeliveryStatus;
 
 #[component]
 pub fn ApprovalsPage() -> impl IntoView {
@@ -219,6 +221,11 @@ pub fn ApprovalCard(detail: ApprovalDetailView, act: ServerAction<ActOnApproval>
                     .map(|t| view! { <li>{t.what} " " {badge(&t.status)} {t.who.map(|w| format!(" by {w}"))}</li> })
                     .collect_view()}
             </ol>
+            {events
+                .iter()
+                .filter(|e| e.kind == FIELD_UPDATE)
+                .map(|e| view! { <FieldUpdatesLine event=e.clone() /> })
+                .collect_view()}
             <h3>"Events"</h3>
             <table class="runs" data-testid="approval-events">
                 <thead>
@@ -243,6 +250,35 @@ pub fn ApprovalCard(detail: ApprovalDetailView, act: ServerAction<ActOnApproval>
     }
 }
 
+/// Where one transition's FieldUpdates stand: they are written by their replay
+/// event after the transition answered, one at a time per record
+/// (docs/ORDERING.md §5).
+#[component]
+fn FieldUpdatesLine(event: ApprovalEventRow) -> impl IntoView {
+    let lifecycle = event
+        .event_id
+        .split('_')
+        .next()
+        .and_then(LifecycleEvent::from_label)
+        .map_or("this step", LifecycleEvent::as_str);
+    let state = DeliveryStatus::parse(&event.status).map_or("applying", field_update_state);
+    let text = match state {
+        "applied" => format!("{lifecycle} field updates applied."),
+        "skipped" => format!("{lifecycle} field updates were skipped by an operator; the record's later updates went on without them."),
+        "blocked" => format!(
+            "{lifecycle} field updates are blocked ({}); this record's later field updates wait behind them. Retry them from the failed replays below.",
+            event.last_error.as_deref().unwrap_or("no error recorded")
+        ),
+        _ => format!("Applying {lifecycle} field updates… (written after the decision, in this record's order)"),
+    };
+    let class = format!("field-updates state-{state}");
+    view! {
+        <p class=class data-testid="field-updates" data-event-id=event.event_id.clone() data-state=state>
+            {text}
+        </p>
+    }
+}
+
 #[component]
 fn Shelf(shelf: ReplayShelfView, retry: ServerAction<RetryReplay>) -> AnyView {
     if let Some(reason) = shelf.unavailable {
@@ -261,7 +297,7 @@ fn Shelf(shelf: ReplayShelfView, retry: ServerAction<RetryReplay>) -> AnyView {
     let can_retry = shelf.can_retry;
     view! {
         <section class="panel replay-shelf" data-testid="replay-shelf">
-            <h2>"Recall field-update replay"</h2>
+            <h2>"Field-update replay"</h2>
             <p class="muted" data-testid="replay-counts">{counts}</p>
             {if !shelf.rows_visible {
                 view! {
@@ -279,7 +315,7 @@ fn Shelf(shelf: ReplayShelfView, retry: ServerAction<RetryReplay>) -> AnyView {
                             {shelf.failed.into_iter().map(|row| {
                                 let (event_id, cycle) = (row.event_id.clone(), row.cycle);
                                 view! {
-                                    <tr data-testid="failed-replay">
+                                    <tr data-testid="failed-replay" data-event-id=row.event_id.clone()>
                                         <td><LongId id=row.event_id.clone() label="event id" /></td>
                                         <td class="mono">{short_id(&row.approval_id)}</td>
                                         <td>{row.attempts}</td>

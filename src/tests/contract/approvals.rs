@@ -20,8 +20,8 @@ use herald::service::approvals::{ApprovalService, SubmitRequest};
 use herald::service::deliveries::{DeliveryService, RetryRequest};
 use herald::service::records::{RecordInput, RecordService};
 use herald::service::ServiceError;
-use herald::store::ports::OutboxStore;
 use herald::store::ports::{ApprovalRepository, RecordRepository};
+use herald::store::ports::{DeliveryReads, OutboxStore};
 use herald::store::SqlStore;
 use serde_json::{json, Value};
 use testkit::TestDb;
@@ -52,6 +52,8 @@ testkit::contract_tests!(
     a_replay_whose_last_lease_expires_is_failed_by_the_sweep_and_counted,
     nodes_loading_the_same_definition_at_once_agree_on_one_version,
     a_step_for_a_named_user_is_decided_by_that_user_alone,
+    lifecycle_field_updates_apply_in_commit_order_per_record_through_a_failed_head,
+    a_skipped_field_update_head_lets_the_records_later_updates_apply,
 );
 
 fn viewer(name: &str, role: Role) -> Viewer {
@@ -172,8 +174,15 @@ impl Fixture {
 
     /// An account and an opportunity pointing at it; a submitted approval.
     async fn submitted(&self) -> (String, String, String) {
+        let (account, deal) = self.deal_under(deal_definition()).await;
+        let approval = self.submit_as("deal", &deal).await;
+        (account, deal, approval.id)
+    }
+
+    /// `definition` stored; an account and an opportunity pointing at it.
+    async fn deal_under(&self, definition: DefinitionSpec) -> (String, String) {
         self.approvals
-            .put_definition(Some(&boss()), deal_definition())
+            .put_definition(Some(&boss()), definition)
             .await
             .unwrap();
         let account = self
@@ -185,18 +194,25 @@ impl Fixture {
                 json!({ "Name": "Big deal", "Stage": "Negotiation", "AccountId": account }),
             )
             .await;
-        let approval = self
-            .approvals
+        (account, deal)
+    }
+
+    /// Alice submits `deal` for approval under `definition`.
+    async fn submit_as(
+        &self,
+        definition: &str,
+        deal: &str,
+    ) -> herald::service::approvals::ApprovalView {
+        self.approvals
             .submit(
                 Some(&alice()),
                 SubmitRequest {
-                    definition_id: "deal".into(),
-                    record_id: deal.clone(),
+                    definition_id: definition.into(),
+                    record_id: deal.into(),
                 },
             )
             .await
-            .unwrap();
-        (account, deal, approval.id)
+            .unwrap()
     }
 
     async fn replay_event(&self, approval: &str) -> EventRecord {
@@ -261,6 +277,24 @@ impl Fixture {
         stop.cancel();
         running.await.unwrap();
         event
+    }
+
+    /// The operators' retry and skip, with the approvals store as a source.
+    fn deliveries(&self) -> DeliveryService {
+        let mut registry = Registry::new();
+        registry.register(
+            kinds::FIELD_UPDATE,
+            Source::Approvals,
+            replay_policy(&self.settings),
+            Arc::new(ReplayHandler::new(self.store.clone())),
+        );
+        DeliveryService::new(
+            Arc::new(self.store.clone()),
+            Arc::new(self.store.clone()),
+            Arc::new(Registry::new()),
+            6,
+        )
+        .with_source(Arc::new(self.store.clone()), Arc::new(registry))
     }
 
     /// `prompt` handled by the approvals' prompt handler, as if a worker had just
@@ -660,7 +694,13 @@ async fn a_decided_approval_skips_its_undelivered_prompt(db: &TestDb) {
         .unwrap()
         .unwrap();
     assert_eq!(prompt.status, DeliveryStatus::Skipped, "never sent");
-    // Final-approval FieldUpdates stay synchronous inside the transaction.
+    // The final approval's FieldUpdate is written by its replay, after the
+    // answer (docs/ORDERING.md §5).
+    let owed = approved.field_updates.as_ref().unwrap();
+    assert_eq!(owed.state, "applying");
+    assert_eq!(f.field(&deal, "Stage").await, "Negotiation");
+    f.replay_until(&f.store, &owed.event_id, DeliveryStatus::Completed)
+        .await;
     assert_eq!(f.field(&deal, "Stage").await, "Won");
     let detail = f.approvals.get(Some(&alice()), &approval).await.unwrap();
     assert!(detail.work_items.iter().all(|w| w["status"] == "approved"));
@@ -839,7 +879,10 @@ async fn an_instance_keeps_the_definition_version_it_started_with(db: &TestDb) {
         .await
         .unwrap();
     assert_eq!(same.version, 2, "an unchanged definition is no new version");
-    f.approvals.approve(Some(&boss()), &first).await.unwrap();
+    let approved = f.approvals.approve(Some(&boss()), &first).await.unwrap();
+    let owed = approved.field_updates.unwrap().event_id;
+    f.replay_until(&f.store, &owed, DeliveryStatus::Completed)
+        .await;
     assert_eq!(
         f.field(&deal, "Stage").await,
         "Won",
@@ -915,20 +958,7 @@ async fn a_failed_replay_is_retried_through_the_one_retry_entry_point(db: &TestD
         &account,
     )
     .await;
-    let mut registry = Registry::new();
-    registry.register(
-        kinds::FIELD_UPDATE,
-        Source::Approvals,
-        replay_policy(&f.settings),
-        Arc::new(ReplayHandler::new(f.store.clone())),
-    );
-    let deliveries = DeliveryService::new(
-        Arc::new(f.store.clone()),
-        Arc::new(f.store.clone()),
-        Arc::new(Registry::new()),
-        6,
-    )
-    .with_source(Arc::new(f.store.clone()), Arc::new(registry));
+    let deliveries = f.deliveries();
     let retry = || RetryRequest {
         kind: kinds::FIELD_UPDATE.into(),
         expected_status: DeliveryStatus::Failed,
@@ -1144,5 +1174,196 @@ async fn a_step_for_a_named_user_is_decided_by_that_user_alone(db: &TestDb) {
         .unwrap();
     assert_eq!(approved.status, InstanceStatus::Approved);
     assert_eq!(approved.decided_by.as_deref(), Some("bob"));
+    f.close().await;
+}
+
+/// FieldUpdates on every lifecycle event of one Opportunity: Submit writes its
+/// Account (through the lookup), the final Approve and the Recall its Stage.
+fn ordered_definition() -> DefinitionSpec {
+    spec(json!({
+        "id": "ordered",
+        "object": "Opportunity",
+        "steps": [{ "name": "Manager", "approver": { "role": "admin" } }],
+        "actions": {
+            "submit": [{ "type": "FieldUpdate", "id": "review", "field_path": "Account.Status", "value": "Reviewing" }],
+            "approve": [{ "type": "FieldUpdate", "id": "won", "field_path": "Stage", "value": "Won" }],
+            "recall": [{ "type": "FieldUpdate", "id": "reopen", "field_path": "Stage", "value": "Open" }]
+        }
+    }))
+}
+
+/// The replay event a lifecycle call answered with, still to be applied.
+fn applying(view: &herald::service::approvals::ApprovalView) -> String {
+    let owed = view
+        .field_updates
+        .as_ref()
+        .expect("the call owes field updates");
+    assert_eq!(owed.state, "applying", "answered before the write");
+    assert!(view.committed_events.contains(&owed.event_id));
+    owed.event_id.clone()
+}
+
+async fn lifecycle_field_updates_apply_in_commit_order_per_record_through_a_failed_head(
+    db: &TestDb,
+) {
+    let f = fixture(db).await;
+    let (account, deal) = f.deal_under(ordered_definition()).await;
+    // Four transitions on one record: A1 submitted and approved, A2 submitted
+    // and recalled. None writes its fields inside its own transaction.
+    let first = f.submit_as("ordered", &deal).await;
+    let submit1 = applying(&first);
+    assert_eq!(
+        f.field(&account, "Status").await,
+        "Customer",
+        "not written inline"
+    );
+    let approved = f.approvals.approve(Some(&boss()), &first.id).await.unwrap();
+    let approve1 = applying(&approved);
+    assert_eq!(
+        f.field(&deal, "Stage").await,
+        "Negotiation",
+        "not written inline"
+    );
+    let second = f.submit_as("ordered", &deal).await;
+    let submit2 = applying(&second);
+    let recalled = f
+        .approvals
+        .recall(Some(&alice()), &second.id)
+        .await
+        .unwrap();
+    let recall2 = applying(&recalled);
+    let lane_order = [&submit1, &approve1, &submit2, &recall2];
+
+    // The head (A1's Submit update) cannot write its Account: it fails, and
+    // the three behind it are never attempted while it blocks the lane.
+    f.exec("UPDATE records SET object = 'Gone' WHERE id = ?", &account)
+        .await;
+    let head = f
+        .replay_until(&f.store, &submit1, DeliveryStatus::Failed)
+        .await;
+    assert_eq!(head.attempts, 3);
+    for later in &lane_order[1..] {
+        let waiting = f.store.get_event(later).await.unwrap().unwrap();
+        assert_eq!(waiting.status, DeliveryStatus::Pending, "{later}");
+        assert_eq!(waiting.attempts, 0, "{later} waited behind the failed head");
+    }
+    assert_eq!(f.field(&deal, "Stage").await, "Negotiation");
+    let (blocked, open) = f.store.blocked_lanes(50).await.unwrap();
+    assert_eq!(open, 1);
+    assert_eq!(blocked.len(), 1);
+    assert_eq!(blocked[0].lane, format!("record:Opportunity:{deal}"));
+    assert_eq!(blocked[0].head.event_id, submit1);
+    assert_eq!(blocked[0].waiting, 3);
+    let detail = f.approvals.get(Some(&alice()), &first.id).await.unwrap();
+    let states: Vec<_> = detail
+        .events
+        .iter()
+        .filter_map(|e| e.field_updates.clone().map(|s| (e.event_id.clone(), s)))
+        .collect();
+    assert!(
+        states.contains(&(submit1.clone(), "blocked".to_string())),
+        "{states:?}"
+    );
+    assert!(
+        states.contains(&(approve1.clone(), "applying".to_string())),
+        "{states:?}"
+    );
+
+    // Fixed and retried: the lane drains in commit order.
+    f.exec(
+        "UPDATE records SET object = 'Account' WHERE id = ?",
+        &account,
+    )
+    .await;
+    f.deliveries()
+        .retry(
+            Some(&alice()),
+            &submit1,
+            RetryRequest {
+                kind: kinds::FIELD_UPDATE.into(),
+                expected_status: DeliveryStatus::Failed,
+                expected_cycle: None,
+                allow_uncertain: false,
+            },
+        )
+        .await
+        .unwrap();
+    f.replay_until(&f.store, &recall2, DeliveryStatus::Completed)
+        .await;
+    let mut previous_done = 0;
+    for id in lane_order {
+        let event = f.store.get_event(id).await.unwrap().unwrap();
+        assert_eq!(event.status, DeliveryStatus::Completed, "{id}");
+        let attempts = f.store.attempts(id).await.unwrap();
+        let started = attempts.iter().map(|a| a.started_at).min().unwrap();
+        assert!(
+            started >= previous_done,
+            "{id} started at {started}, before the one ahead of it finished at {previous_done}"
+        );
+        previous_done = event.completed_at.unwrap();
+    }
+    // Won (A1's approval) was written before Open (A2's recall): Open stands.
+    assert_eq!(f.field(&deal, "Stage").await, "Open");
+    assert_eq!(f.field(&account, "Status").await, "Reviewing");
+    let detail = f.approvals.get(Some(&alice()), &first.id).await.unwrap();
+    assert!(detail
+        .events
+        .iter()
+        .filter(|e| e.kind == kinds::FIELD_UPDATE)
+        .all(|e| e.field_updates.as_deref() == Some("applied")));
+    let (blocked, open) = f.store.blocked_lanes(50).await.unwrap();
+    assert!(blocked.is_empty());
+    assert_eq!(open, 0, "every member left its lane");
+    f.close().await;
+}
+
+async fn a_skipped_field_update_head_lets_the_records_later_updates_apply(db: &TestDb) {
+    use app::dto::SkipCommand;
+    let f = fixture(db).await;
+    let (account, deal) = f.deal_under(ordered_definition()).await;
+    let first = f.submit_as("ordered", &deal).await;
+    let submit1 = applying(&first);
+    let approve1 = applying(&f.approvals.approve(Some(&boss()), &first.id).await.unwrap());
+    f.exec("UPDATE records SET object = 'Gone' WHERE id = ?", &account)
+        .await;
+    f.replay_until(&f.store, &submit1, DeliveryStatus::Failed)
+        .await;
+    assert_eq!(
+        f.store
+            .get_event(&approve1)
+            .await
+            .unwrap()
+            .unwrap()
+            .attempts,
+        0
+    );
+    f.deliveries()
+        .skip(
+            Some(&alice()),
+            &submit1,
+            SkipCommand {
+                kind: kinds::FIELD_UPDATE.into(),
+                expected_status: DeliveryStatus::Failed,
+                expected_cycle: Some(1),
+                allow_uncertain: false,
+                reason: "the account was merged away".into(),
+            },
+        )
+        .await
+        .unwrap();
+    f.replay_until(&f.store, &approve1, DeliveryStatus::Completed)
+        .await;
+    assert_eq!(f.field(&deal, "Stage").await, "Won");
+    let detail = f.approvals.get(Some(&alice()), &first.id).await.unwrap();
+    let skipped = detail
+        .events
+        .iter()
+        .find(|e| e.event_id == submit1)
+        .unwrap();
+    assert_eq!(skipped.field_updates.as_deref(), Some("skipped"));
+    let audit = f.store.audit(None, 10).await.unwrap();
+    let row = audit.iter().find(|a| a.event_id == submit1).unwrap();
+    assert_eq!(row.action, "skip");
+    assert_eq!(row.reason.as_deref(), Some("the account was merged away"));
     f.close().await;
 }

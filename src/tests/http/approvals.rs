@@ -191,7 +191,20 @@ async fn submit_prompts_the_approver_then_recall_replays_the_field_update() {
     assert_eq!(status, StatusCode::OK, "{recalled}");
     assert_eq!(recalled["status"], "removed");
     let replay = format!("recall_{id}_{}", recalled["transition_seq"]);
+    // Answered before the FieldUpdates are written (docs/ORDERING.md §5).
+    assert_eq!(
+        recalled["field_updates"],
+        json!({"event_id": replay, "state": "applying"})
+    );
     api.wait_event(&operator, &id, &replay, "completed").await;
+    let (_, detail) = api.get(&operator, &format!("/api/v1/approvals/{id}")).await;
+    let replayed = detail["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event_id"] == replay.as_str())
+        .unwrap();
+    assert_eq!(replayed["field_updates"], "applied", "{detail}");
     let (_, account_now) = api
         .get(&operator, &format!("/api/v1/records/Account/{account}"))
         .await;

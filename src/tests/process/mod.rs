@@ -17,6 +17,7 @@ mod multi_node;
 mod openapi;
 mod ordered;
 mod prometheus;
+mod record_lanes;
 mod retention_crash;
 mod run_approvals_crash;
 mod settle_outage;

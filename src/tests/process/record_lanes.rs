@@ -1,0 +1,187 @@
+//! Record lanes (issue 22, docs/ORDERING.md §1–2) as real processes apply them:
+//! one Opportunity's lifecycle FieldUpdates, committed in order, are replayed by
+//! two `herald serve` processes on one store, one of them SIGKILLed holding the
+//! lane's head. Nothing behind the head is claimed while it is held; after the
+//! lease expires the other process applies the whole lane in commit order, each
+//! write exactly once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald::approvals::planner::ApprovalPlanner;
+use herald::config::{Settings, SettingsArgs};
+use herald::outbox::Outbox;
+use herald::runtime::{replay_policy, retry_policy};
+use herald::service::approvals::{ApprovalService, ApprovalView, SubmitRequest};
+use herald::service::records::{RecordInput, RecordService};
+use herald::store::ports::{OutboxStore, RecordRepository};
+use herald::store::SqlStore;
+use serde_json::json;
+use testkit::{wait_for, HeraldProcess, TestDb};
+use tokio::sync::Notify;
+use vocab::{DeliveryStatus, Role, Viewer};
+
+testkit::contract_tests!(
+    record_field_updates_apply_in_commit_order_through_a_sigkill_and_two_processes,
+);
+
+/// Submit-and-approve cycles before the last submit, which is recalled.
+const APPROVED_CYCLES: usize = 2;
+
+fn admin() -> Viewer {
+    Viewer {
+        name: "boss".into(),
+        role: Role::Admin,
+    }
+}
+
+fn approvals(db: &TestDb, store: &SqlStore) -> ApprovalService {
+    let settings = Settings::resolve(&SettingsArgs {
+        database_url: Some(db.url.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    let planner = Arc::new(ApprovalPlanner::new(
+        Arc::new(herald::routes::Routes::new(&settings.routes)),
+        &retry_policy(&settings),
+        &replay_policy(&settings),
+    ));
+    let outbox = Outbox::new(Arc::new(store.clone()), Arc::new(Notify::new()));
+    ApprovalService::new(store.clone(), Some(outbox), planner)
+}
+
+/// A deal and its lifecycle, committed in this process (no worker runs here):
+/// every Submit writes `Stage = Submitted`, every final Approve `Won`, the last
+/// Recall `Open`. Returns the deal and its replay events in commit order.
+async fn commit_lifecycle(db: &TestDb, store: &SqlStore) -> (String, Vec<String>) {
+    let service = approvals(db, store);
+    let spec = serde_json::from_value(json!({
+        "id": "ladder",
+        "object": "Opportunity",
+        "steps": [{ "name": "Manager", "approver": { "role": "admin" } }],
+        "actions": {
+            "submit": [{ "type": "FieldUpdate", "id": "in", "field_path": "Stage", "value": "Submitted" }],
+            "approve": [{ "type": "FieldUpdate", "id": "won", "field_path": "Stage", "value": "Won" }],
+            "recall": [{ "type": "FieldUpdate", "id": "out", "field_path": "Stage", "value": "Open" }]
+        }
+    }))
+    .unwrap();
+    service.put_definition(Some(&admin()), spec).await.unwrap();
+    let serde_json::Value::Object(fields) = json!({ "Stage": "Negotiation" }) else {
+        unreachable!()
+    };
+    let deal = RecordService::new(store.clone())
+        .create(Some(&admin()), "Opportunity", RecordInput { fields })
+        .await
+        .unwrap()
+        .id;
+    let owed = |view: ApprovalView| view.field_updates.expect("owes field updates").event_id;
+    let submit = async || {
+        service
+            .submit(
+                Some(&admin()),
+                SubmitRequest {
+                    definition_id: "ladder".into(),
+                    record_id: deal.clone(),
+                },
+            )
+            .await
+            .unwrap()
+    };
+    let mut lane = Vec::new();
+    for _ in 0..APPROVED_CYCLES {
+        let submitted = submit().await;
+        let id = submitted.id.clone();
+        lane.push(owed(submitted));
+        lane.push(owed(service.approve(Some(&admin()), &id).await.unwrap()));
+    }
+    let submitted = submit().await;
+    let id = submitted.id.clone();
+    lane.push(owed(submitted));
+    lane.push(owed(service.recall(Some(&admin()), &id).await.unwrap()));
+    (deal, lane)
+}
+
+fn spawn(db: &TestDb, env: &[(&str, &str)]) -> HeraldProcess {
+    HeraldProcess::spawn_with_env(
+        &db.url,
+        &[
+            "--replay-poll-interval-ms",
+            "50",
+            "--replay-lease-secs",
+            "2",
+            "--maintenance-interval-ms",
+            "200",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        env,
+    )
+}
+
+async fn record_field_updates_apply_in_commit_order_through_a_sigkill_and_two_processes(
+    db: &TestDb,
+) {
+    let store = db.store().await;
+    let (deal, lane) = commit_lifecycle(db, &store).await;
+    assert_eq!(lane.len(), 2 * APPROVED_CYCLES + 2);
+    let stage = async || {
+        let record = store.get_record(&deal).await.unwrap().unwrap();
+        (record.fields["Stage"].clone(), record.version)
+    };
+    assert_eq!(stage().await, (json!("Negotiation"), 1), "nothing inline");
+
+    // The first process claims the lane's head and stops there (the test hook
+    // pauses it after the claim); then it is SIGKILLed holding the lease.
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("claimed");
+    let hook = format!("claimed:{}", marker.display());
+    let first = spawn(db, &[(herald::approvals::replay::TEST_PAUSE_ENV, &hook)]);
+    wait_for(
+        "the head to be claimed",
+        Duration::from_secs(30),
+        async || marker.exists(),
+    )
+    .await;
+    let mut second = spawn(db, &[]);
+    second.ready().await;
+    // The second process polls every 50 ms: a second of polls finds nothing it
+    // may take, because the lane's head is held.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let head = store.get_event(&lane[0]).await.unwrap().unwrap();
+    assert_eq!(head.status, DeliveryStatus::Processing);
+    for later in &lane[1..] {
+        let event = store.get_event(later).await.unwrap().unwrap();
+        assert_eq!(
+            (event.status, event.attempts),
+            (DeliveryStatus::Pending, 0),
+            "{later} waits behind the held head"
+        );
+    }
+    first.kill();
+
+    // The lease expires; the second process re-claims the head and drains the lane.
+    let last = lane.last().unwrap().clone();
+    wait_for("the lane to drain", Duration::from_secs(60), async || {
+        store.get_event(&last).await.unwrap().unwrap().status == DeliveryStatus::Completed
+    })
+    .await;
+    drop(second);
+    let mut previous_done = 0;
+    for (place, id) in lane.iter().enumerate() {
+        let event = store.get_event(id).await.unwrap().unwrap();
+        assert_eq!(event.status, DeliveryStatus::Completed, "{id}");
+        let expected_attempts = if place == 0 { 2 } else { 1 };
+        assert_eq!(event.attempts, expected_attempts, "{id}");
+        let started = store.attempts(id).await.unwrap()[0].started_at;
+        assert!(
+            started >= previous_done,
+            "{id} (place {place}) started at {started}, before the one ahead finished at {previous_done}"
+        );
+        previous_done = event.completed_at.unwrap();
+    }
+    // Every transition changed the stage, and each wrote it exactly once, in
+    // commit order: the last write is the recall's.
+    assert_eq!(stage().await, (json!("Open"), 1 + lane.len() as i64));
+    store.close().await;
+}
