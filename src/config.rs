@@ -160,17 +160,17 @@ settings! {
     chat_max_chars: usize = 3_000, "HERALD_CHAT_MAX_CHARS";
     /// Largest run result snapshot, in bytes of JSON [default: 262144]
     max_result_bytes: usize = 256 * 1024, "HERALD_MAX_RESULT_BYTES";
-    /// Recall field-update replay: attempts per automatic cycle [default: 6]
+    /// Field-update replay (every lifecycle event's FieldUpdates): attempts per automatic cycle [default: 6]
     replay_max_attempts: u32 = 6, "HERALD_REPLAY_MAX_ATTEMPTS";
-    /// Recall field-update replay: first retry delay, in milliseconds [default: 1000]
+    /// Field-update replay (every lifecycle event's FieldUpdates): first retry delay, in milliseconds [default: 1000]
     replay_initial_backoff_ms: u64 = 1_000, "HERALD_REPLAY_INITIAL_BACKOFF_MS";
-    /// Recall field-update replay: longest retry delay, in milliseconds [default: 300000]
+    /// Field-update replay (every lifecycle event's FieldUpdates): longest retry delay, in milliseconds [default: 300000]
     replay_max_backoff_ms: u64 = 300_000, "HERALD_REPLAY_MAX_BACKOFF_MS";
-    /// Recall field-update replay: how often the replay worker looks for due rows, in milliseconds [default: 1000]
+    /// Field-update replay (every lifecycle event's FieldUpdates): how often the replay worker looks for due rows, in milliseconds [default: 1000]
     replay_poll_interval_ms: u64 = 1_000, "HERALD_REPLAY_POLL_INTERVAL_MS";
-    /// Recall field-update replay: rows claimed per statement [default: 32]
+    /// Field-update replay (every lifecycle event's FieldUpdates): rows claimed per statement [default: 32]
     replay_batch_size: u32 = 32, "HERALD_REPLAY_BATCH_SIZE";
-    /// Recall field-update replay: lease of a claimed row, in seconds [default: 30]
+    /// Field-update replay (every lifecycle event's FieldUpdates): lease of a claimed row, in seconds [default: 30]
     replay_lease_secs: u64 = 30, "HERALD_REPLAY_LEASE_SECS";
 }
 

@@ -124,7 +124,7 @@ pub fn retry_policy(settings: &Settings) -> RetryPolicy {
     }
 }
 
-/// The retry policy of recall field-update replay (`replay_*` settings).
+/// The retry policy of the field-update replay (`replay_*` settings).
 pub fn replay_policy(settings: &Settings) -> RetryPolicy {
     RetryPolicy {
         max_attempts: settings.replay_max_attempts,

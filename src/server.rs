@@ -124,8 +124,8 @@ pub async fn run(
         tracing::warn!("memory:// keeps runs only while this process runs, and no outbox: notifications are sent once, best effort, and not recorded");
         deliveries = deliveries.without_durable_outbox();
     }
-    // Without a durable outbox, approval steps that owe prompts, alerts or recall
-    // replays fail closed (see `ApprovalService::commit`).
+    // Without a durable outbox, approval steps that owe prompts, alerts or
+    // field-update replays fail closed (see `ApprovalService::commit`).
     let approvals = ApprovalService::new(
         approvals_source.store.clone(),
         approvals_source

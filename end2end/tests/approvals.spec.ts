@@ -211,7 +211,8 @@ test("field updates apply after the decision, one at a time per record: a blocke
   await expectAccessible(page, "an approval whose field updates are blocked");
   await page.screenshot({ path: screenshotPath("field-updates-blocked.png"), fullPage: true });
 
-  // Fixed and retried from the shelf: both apply, in the order they were decided.
+  // Fixed and retried from the shelf: the Submit update applies, and only then the
+  // Approve update that waited behind it.
   sqliteExec(`DROP TRIGGER ${trigger};`);
   await page.locator(`[data-testid=failed-replay][data-event-id="${submitUpdate}"]`).getByTestId("retry-replay").click();
   await expect

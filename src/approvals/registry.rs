@@ -1,5 +1,5 @@
 //! The approvals source's handlers: prompts and alerts on one worker pool, the
-//! recall replay on its own (its poll interval and batch are its own settings),
+//! field-update replay on its own (its poll interval and batch are its own settings),
 //! and all three together, for retries and maintenance.
 
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use crate::store::SqlStore;
 pub struct ApprovalRegistries {
     /// Prompts and alerts.
     pub notices: Registry,
-    /// The recall field-update replay.
+    /// The field-update replay (every lifecycle event's FieldUpdates).
     pub replays: Registry,
     /// Every approvals kind.
     pub all: Registry,

@@ -307,7 +307,7 @@ async fn decide(
 
 #[utoipa::path(
     get, path = "/admin/api/approval-action-replay", tag = "admin",
-    description = "Recall replay rows counted by status, and the failed ones. Needs `records:read`; \
+    description = "Field-update replay rows (Submit, Approve, Reject and Recall FieldUpdates) counted by status, and the failed ones. Needs `records:read`; \
         the failed rows only with `data:read`.",
     responses((status = 200, description = "The replay shelf", body = ReplayStatus))
 )]

@@ -913,8 +913,10 @@ impl ApprovalService {
     }
 
     /// `event`'s FieldUpdate instructions with their targets resolved (lookups
-    /// included) and frozen inside `tx`. Refused, before anything is written,
-    /// when there are some and no durable outbox to replay them.
+    /// included, through the record as committed, not as later updates still
+    /// queued in its lane will leave it) and frozen inside `tx`. Refused when
+    /// there are some and no durable outbox to replay them: the caller's `tx` is
+    /// then dropped, rolling back whatever it wrote.
     async fn freeze(
         &self,
         tx: &mut WriteTx,

@@ -255,6 +255,11 @@ pub enum RetryRefusal {
     NotSkippable(String),
     #[error("the outcome of an uncertain delivery is unknown: the receiver may never have had it, and skipping gives it up for good, so it needs allow_uncertain: true")]
     SkipNeedsAcknowledgement,
+    /// Skipped out of an ordered lane: the events behind it went on without it,
+    /// so sending it now would be out of order (a FieldUpdate would write over
+    /// the later values).
+    #[error("the event was skipped out of its ordered lane {0}, and the events behind it went on without it: retrying it now would apply it out of order; send a new event instead (for a record's field, edit the record)")]
+    SkippedOutOfLane(String),
 }
 
 /// Counts per source, kind and status, for metrics.

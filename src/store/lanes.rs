@@ -232,6 +232,25 @@ impl SqlStore {
         Ok(Ok(()))
     }
 
+    /// The lane `event_id` was skipped out of, if it is a skipped event of a lane
+    /// (only an operator's skip of a head ends a laned event so): the events
+    /// behind it have gone on, so it must not be sent again out of its order.
+    pub(super) async fn skipped_out_of_lane(
+        &self,
+        tx: &mut WriteTx,
+        event_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let lane: Option<Option<String>> = sqlx::query_scalar(
+            &self
+                .engine
+                .sql("SELECT lane FROM outbox_events WHERE event_id = ? AND status = 'skipped'"),
+        )
+        .bind(event_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+        Ok(lane.flatten())
+    }
+
     /// The lanes whose head waits for an operator (`failed` or `uncertain`),
     /// longest blocked first, at most `limit`, each with how many wait behind it.
     /// Only open members are in `lane_members`, so this reads few rows.

@@ -503,6 +503,11 @@ impl SqlStore {
             }
             other => return Ok(Err(RetryRefusal::NotRetryable(other.as_str().to_string()))),
         }
+        if expected == DeliveryStatus::Skipped {
+            if let Some(lane) = self.skipped_out_of_lane(tx, &request.event_id).await? {
+                return Ok(Err(RetryRefusal::SkippedOutOfLane(lane)));
+            }
+        }
         let seen = SeenEvent {
             event_id: &request.event_id,
             kind: &request.kind,

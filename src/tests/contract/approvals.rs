@@ -54,6 +54,7 @@ testkit::contract_tests!(
     a_step_for_a_named_user_is_decided_by_that_user_alone,
     lifecycle_field_updates_apply_in_commit_order_per_record_through_a_failed_head,
     a_skipped_field_update_head_lets_the_records_later_updates_apply,
+    lifecycle_field_updates_fail_closed_without_a_durable_outbox,
 );
 
 fn viewer(name: &str, role: Role) -> Viewer {
@@ -1365,5 +1366,77 @@ async fn a_skipped_field_update_head_lets_the_records_later_updates_apply(db: &T
     let row = audit.iter().find(|a| a.event_id == submit1).unwrap();
     assert_eq!(row.action, "skip");
     assert_eq!(row.reason.as_deref(), Some("the account was merged away"));
+    // Retrying the skipped update now would write it after the later one:
+    // refused, nothing changed.
+    let retried = f
+        .deliveries()
+        .retry(
+            Some(&alice()),
+            &submit1,
+            RetryRequest {
+                kind: kinds::FIELD_UPDATE.into(),
+                expected_status: DeliveryStatus::Skipped,
+                expected_cycle: None,
+                allow_uncertain: false,
+            },
+        )
+        .await;
+    assert!(
+        matches!(&retried, Err(ServiceError::Conflict(m)) if m.contains("out of order")),
+        "{retried:?}"
+    );
+    let still = f.store.get_event(&submit1).await.unwrap().unwrap();
+    assert_eq!(still.status, DeliveryStatus::Skipped);
     f.close().await;
+}
+
+/// Submit and final-Approve FieldUpdates, like Recall's, need the durable outbox
+/// that applies them: without it (`memory://`) the transition is refused and
+/// nothing it wrote is kept.
+async fn lifecycle_field_updates_fail_closed_without_a_durable_outbox(db: &TestDb) {
+    let wired = fixture(db).await;
+    let unwired = fixture_with(db, false).await;
+    // `ordered` owes a Submit FieldUpdate and no prompt.
+    let (account, deal) = wired.deal_under(ordered_definition()).await;
+    let refused = unwired
+        .approvals
+        .submit(
+            Some(&alice()),
+            SubmitRequest {
+                definition_id: "ordered".into(),
+                record_id: deal.clone(),
+            },
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(ServiceError::CapabilityUnavailable(m)) if m.contains("Submit FieldUpdates")),
+        "{refused:?}"
+    );
+    assert!(wired
+        .approvals
+        .of_record(Some(&alice()), "Opportunity", &deal)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(wired.field(&account, "Status").await, "Customer");
+    // An approval submitted where the outbox is wired, decided where it is not.
+    let approval = wired.submit_as("ordered", &deal).await;
+    let refused = unwired.approvals.approve(Some(&boss()), &approval.id).await;
+    assert!(
+        matches!(&refused, Err(ServiceError::CapabilityUnavailable(m)) if m.contains("Approve FieldUpdates")),
+        "{refused:?}"
+    );
+    let detail = wired
+        .approvals
+        .get(Some(&alice()), &approval.id)
+        .await
+        .unwrap();
+    assert_eq!(
+        detail.approval.status.as_str(),
+        "pending",
+        "nothing committed"
+    );
+    assert_eq!(wired.field(&deal, "Stage").await, "Negotiation");
+    unwired.close().await;
+    wired.close().await;
 }

@@ -1,9 +1,9 @@
 //! Record lanes (issue 22, docs/ORDERING.md §1–2) as real processes apply them:
-//! one Opportunity's lifecycle FieldUpdates, committed in order, are replayed by
-//! two `herald serve` processes on one store, one of them SIGKILLed holding the
-//! lane's head. Nothing behind the head is claimed while it is held; after the
-//! lease expires the other process applies the whole lane in commit order, each
-//! write exactly once.
+//! one Opportunity's lifecycle FieldUpdates are replayed by `herald serve`
+//! processes on one store. The first is SIGKILLed holding the lane's head while a
+//! second runs, which claims nothing behind it; then a third starts, so two race
+//! for the lane while more transitions commit into it. The lane is applied in
+//! commit order, no row before the one ahead of it completed, each write once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,56 +50,63 @@ fn approvals(db: &TestDb, store: &SqlStore) -> ApprovalService {
     ApprovalService::new(store.clone(), Some(outbox), planner)
 }
 
-/// A deal and its lifecycle, committed in this process (no worker runs here):
-/// every Submit writes `Stage = Submitted`, every final Approve `Won`, the last
-/// Recall `Open`. Returns the deal and its replay events in commit order.
-async fn commit_lifecycle(db: &TestDb, store: &SqlStore) -> (String, Vec<String>) {
-    let service = approvals(db, store);
-    let spec = serde_json::from_value(json!({
-        "id": "ladder",
-        "object": "Opportunity",
-        "steps": [{ "name": "Manager", "approver": { "role": "admin" } }],
-        "actions": {
-            "submit": [{ "type": "FieldUpdate", "id": "in", "field_path": "Stage", "value": "Submitted" }],
-            "approve": [{ "type": "FieldUpdate", "id": "won", "field_path": "Stage", "value": "Won" }],
-            "recall": [{ "type": "FieldUpdate", "id": "out", "field_path": "Stage", "value": "Open" }]
-        }
-    }))
-    .unwrap();
-    service.put_definition(Some(&admin()), spec).await.unwrap();
-    let serde_json::Value::Object(fields) = json!({ "Stage": "Negotiation" }) else {
-        unreachable!()
-    };
-    let deal = RecordService::new(store.clone())
-        .create(Some(&admin()), "Opportunity", RecordInput { fields })
-        .await
-        .unwrap()
-        .id;
-    let owed = |view: ApprovalView| view.field_updates.expect("owes field updates").event_id;
-    let submit = async || {
-        service
+/// A deal under the `ladder` definition: every Submit writes `Stage =
+/// Submitted`, every final Approve `Won`, a Recall `Open`. Committed in this
+/// process, where no worker runs.
+struct Deal {
+    service: ApprovalService,
+    id: String,
+}
+
+impl Deal {
+    async fn new(db: &TestDb, store: &SqlStore) -> Deal {
+        let service = approvals(db, store);
+        let spec = serde_json::from_value(json!({
+            "id": "ladder",
+            "object": "Opportunity",
+            "steps": [{ "name": "Manager", "approver": { "role": "admin" } }],
+            "actions": {
+                "submit": [{ "type": "FieldUpdate", "id": "in", "field_path": "Stage", "value": "Submitted" }],
+                "approve": [{ "type": "FieldUpdate", "id": "won", "field_path": "Stage", "value": "Won" }],
+                "recall": [{ "type": "FieldUpdate", "id": "out", "field_path": "Stage", "value": "Open" }]
+            }
+        }))
+        .unwrap();
+        service.put_definition(Some(&admin()), spec).await.unwrap();
+        let serde_json::Value::Object(fields) = json!({ "Stage": "Negotiation" }) else {
+            unreachable!()
+        };
+        let id = RecordService::new(store.clone())
+            .create(Some(&admin()), "Opportunity", RecordInput { fields })
+            .await
+            .unwrap()
+            .id;
+        Deal { service, id }
+    }
+
+    /// Submitted, then approved or (`recall`) recalled: the two replay events, in
+    /// commit order.
+    async fn cycle(&self, recall: bool) -> [String; 2] {
+        let owed = |view: ApprovalView| view.field_updates.expect("owes field updates").event_id;
+        let submitted = self
+            .service
             .submit(
                 Some(&admin()),
                 SubmitRequest {
                     definition_id: "ladder".into(),
-                    record_id: deal.clone(),
+                    record_id: self.id.clone(),
                 },
             )
             .await
-            .unwrap()
-    };
-    let mut lane = Vec::new();
-    for _ in 0..APPROVED_CYCLES {
-        let submitted = submit().await;
-        let id = submitted.id.clone();
-        lane.push(owed(submitted));
-        lane.push(owed(service.approve(Some(&admin()), &id).await.unwrap()));
+            .unwrap();
+        let approval = submitted.id.clone();
+        let decided = if recall {
+            self.service.recall(Some(&admin()), &approval).await
+        } else {
+            self.service.approve(Some(&admin()), &approval).await
+        };
+        [owed(submitted), owed(decided.unwrap())]
     }
-    let submitted = submit().await;
-    let id = submitted.id.clone();
-    lane.push(owed(submitted));
-    lane.push(owed(service.recall(Some(&admin()), &id).await.unwrap()));
-    (deal, lane)
 }
 
 fn spawn(db: &TestDb, env: &[(&str, &str)]) -> HeraldProcess {
@@ -123,10 +130,13 @@ async fn record_field_updates_apply_in_commit_order_through_a_sigkill_and_two_pr
     db: &TestDb,
 ) {
     let store = db.store().await;
-    let (deal, lane) = commit_lifecycle(db, &store).await;
-    assert_eq!(lane.len(), 2 * APPROVED_CYCLES + 2);
+    let deal = Deal::new(db, &store).await;
+    let mut lane = Vec::new();
+    for _ in 0..APPROVED_CYCLES {
+        lane.extend(deal.cycle(false).await);
+    }
     let stage = async || {
-        let record = store.get_record(&deal).await.unwrap().unwrap();
+        let record = store.get_record(&deal.id).await.unwrap().unwrap();
         (record.fields["Stage"].clone(), record.version)
     };
     assert_eq!(stage().await, (json!("Negotiation"), 1), "nothing inline");
@@ -160,19 +170,26 @@ async fn record_field_updates_apply_in_commit_order_through_a_sigkill_and_two_pr
     }
     first.kill();
 
-    // The lease expires; the second process re-claims the head and drains the lane.
+    // Two processes race for the lane once the lease expires, while the last
+    // cycle (a submit, then a recall) commits into it.
+    let mut third = spawn(db, &[]);
+    third.ready().await;
+    lane.extend(deal.cycle(true).await);
     let last = lane.last().unwrap().clone();
     wait_for("the lane to drain", Duration::from_secs(60), async || {
         store.get_event(&last).await.unwrap().unwrap().status == DeliveryStatus::Completed
     })
     .await;
     drop(second);
+    drop(third);
     let mut previous_done = 0;
     for (place, id) in lane.iter().enumerate() {
         let event = store.get_event(id).await.unwrap().unwrap();
         assert_eq!(event.status, DeliveryStatus::Completed, "{id}");
         let expected_attempts = if place == 0 { 2 } else { 1 };
         assert_eq!(event.attempts, expected_attempts, "{id}");
+        // The attempt's start (the claiming process's clock) against the
+        // completion ahead of it (the database's): one host's clock here.
         let started = store.attempts(id).await.unwrap()[0].started_at;
         assert!(
             started >= previous_done,
