@@ -168,11 +168,9 @@ impl ApprovalPlanner {
     /// record apply in the order their transitions committed (docs/ORDERING.md).
     pub fn replay(&self, instance: &Instance, payload: &ReplayPayload) -> NewEvent {
         let mut replay = self.event(
-            Self::replay_id(
-                payload.lifecycle_event,
-                &instance.id,
-                instance.transition_seq,
-            ),
+            payload
+                .lifecycle_event
+                .replay_id(&instance.id, instance.transition_seq),
             kinds::FIELD_UPDATE,
             instance,
             serde_json::to_string(payload).unwrap_or_default(),
@@ -181,16 +179,6 @@ impl ApprovalPlanner {
         );
         replay.lane = Some(record_lane(&instance.object, &instance.record_id));
         replay
-    }
-
-    /// `<event>_<approval id>_<transition seq>`, e.g. `recall_<id>_3`.
-    pub fn replay_id(event: LifecycleEvent, approval_id: &str, transition_seq: i64) -> String {
-        format!("{}_{approval_id}_{transition_seq}", event.label())
-    }
-
-    /// The lifecycle event a replay event's id names (its metric label).
-    pub fn replay_event_of(event_id: &str) -> Option<LifecycleEvent> {
-        LifecycleEvent::from_label(event_id.split('_').next()?)
     }
 
     /// The continuation a decided or recalled run approval owes its run (DESIGN

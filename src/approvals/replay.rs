@@ -12,7 +12,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::model::{LifecycleEvent, ReplayPayload};
-use super::planner::ApprovalPlanner;
 use crate::outbox::handler::{Handler, Outcome};
 use crate::outbox::metrics::Metrics;
 use crate::outbox::model::{ClaimedEvent, Settle, Settlement};
@@ -193,5 +192,5 @@ impl Handler for ReplayHandler {
 /// The metric label of the lifecycle event a replay's id names (`unknown` for an
 /// id of another shape, so a label never holds an id).
 fn lifecycle_label(event_id: &str) -> &'static str {
-    ApprovalPlanner::replay_event_of(event_id).map_or("unknown", LifecycleEvent::label)
+    LifecycleEvent::of_replay_id(event_id).map_or("unknown", LifecycleEvent::label)
 }

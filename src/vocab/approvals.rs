@@ -27,6 +27,17 @@ impl LifecycleEvent {
         Self::ALL.into_iter().find(|e| e.label() == label)
     }
 
+    /// The id of the FieldUpdate replay event this event owes:
+    /// `<label>_<approval id>_<transition seq>`, e.g. `recall_<id>_3`.
+    pub fn replay_id(self, approval_id: &str, transition_seq: i64) -> String {
+        format!("{}_{approval_id}_{transition_seq}", self.label())
+    }
+
+    /// The lifecycle event a replay event's id names ([`LifecycleEvent::replay_id`]).
+    pub fn of_replay_id(event_id: &str) -> Option<LifecycleEvent> {
+        Self::from_label(event_id.split('_').next()?)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             LifecycleEvent::Submit => "Submit",

@@ -255,12 +255,8 @@ pub fn ApprovalCard(detail: ApprovalDetailView, act: ServerAction<ActOnApproval>
 /// (docs/ORDERING.md §5).
 #[component]
 fn FieldUpdatesLine(event: ApprovalEventRow) -> impl IntoView {
-    let lifecycle = event
-        .event_id
-        .split('_')
-        .next()
-        .and_then(LifecycleEvent::from_label)
-        .map_or("this step", LifecycleEvent::as_str);
+    let lifecycle =
+        LifecycleEvent::of_replay_id(&event.event_id).map_or("this step", LifecycleEvent::as_str);
     let state = DeliveryStatus::parse(&event.status).map_or("applying", field_update_state);
     let text = match state {
         "applied" => format!("{lifecycle} field updates applied."),
