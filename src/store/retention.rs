@@ -213,6 +213,24 @@ struct ChunkPlan {
     archived: bool,
 }
 
+impl ChunkPlan {
+    /// `query` (a [`SqlStore::chunk_select`]) with this plan's binds, then the
+    /// chunk size.
+    fn bind<'q>(
+        &self,
+        mut query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+        limit: u32,
+    ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+        for bind in &self.binds {
+            query = match bind {
+                Bind::Int(v) => query.bind(*v),
+                Bind::Text(v) => query.bind(v.clone()),
+            };
+        }
+        query.bind(i64::from(limit))
+    }
+}
+
 impl SqlStore {
     fn chunk_plan(&self, expired: &Expired) -> ChunkPlan {
         let now = self.engine.now_ms();
@@ -293,8 +311,8 @@ impl SqlStore {
     }
 
     /// The chunk's rows, locked until the delete commits (SQLite's write
-    /// transaction already excludes every other writer); the chunk size is the
-    /// last bind.
+    /// transaction already excludes every other writer); bound by
+    /// [`ChunkPlan::bind`].
     fn chunk_select(&self, plan: &ChunkPlan) -> String {
         let sql = format!(
             "SELECT {} FROM {} WHERE {} ORDER BY {} LIMIT ?{}",
@@ -443,14 +461,10 @@ impl RetentionStore for SqlStore {
         let plan = self.chunk_plan(expired);
         let mut tx = super::ports::Transactions::begin_write(self).await?;
         let sql = self.chunk_select(&plan);
-        let mut query = sqlx::query(&sql);
-        for bind in &plan.binds {
-            query = match bind {
-                Bind::Int(v) => query.bind(*v),
-                Bind::Text(v) => query.bind(v.clone()),
-            };
-        }
-        let rows = query.bind(i64::from(limit)).fetch_all(&mut *tx).await?;
+        let rows = plan
+            .bind(sqlx::query(&sql), limit)
+            .fetch_all(&mut *tx)
+            .await?;
         if rows.is_empty() {
             tx.rollback().await?;
             return Ok(ChunkRemoved::default());
@@ -530,6 +544,7 @@ impl RetentionStore for SqlStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outbox::retention::MAX_CHUNK_ROWS;
     use crate::store::StoreOptions;
 
     /// Every chunk walks an index in its `ORDER BY` order and stops at the chunk
@@ -547,12 +562,12 @@ mod tests {
         let day = 86_400_000;
         let expired = [
             Expired::Events {
-                status: vocab::DeliveryStatus::Completed,
+                status: DeliveryStatus::Completed,
                 kinds: KindScope::AllBut(vec!["field_update".into()]),
                 older_than_ms: day,
             },
             Expired::Events {
-                status: vocab::DeliveryStatus::Failed,
+                status: DeliveryStatus::Failed,
                 kinds: KindScope::Only("callback".into()),
                 older_than_ms: day,
             },
@@ -563,14 +578,11 @@ mod tests {
         for expired in &expired {
             let plan = store.chunk_plan(expired);
             let sql = format!("EXPLAIN QUERY PLAN {}", store.chunk_select(&plan));
-            let mut query = sqlx::query(&sql);
-            for bind in &plan.binds {
-                query = match bind {
-                    Bind::Int(v) => query.bind(*v),
-                    Bind::Text(v) => query.bind(v.clone()),
-                };
-            }
-            let rows = query.bind(1000_i64).fetch_all(&store.pool).await.unwrap();
+            let rows = plan
+                .bind(sqlx::query(&sql), MAX_CHUNK_ROWS)
+                .fetch_all(&store.pool)
+                .await
+                .unwrap();
             let steps: Vec<String> = rows
                 .iter()
                 .map(|row| row.try_get::<String, _>("detail").unwrap())
