@@ -82,11 +82,28 @@ impl Receiver {
     /// Holds every request (arrived, recorded, unanswered) until [`Receiver::resume`]:
     /// a sender's requests in flight stay in flight, whatever the machine's speed.
     pub fn pause(&self) {
-        self.state.gate.closed.send_replace(true);
+        self.state.gate.state.send_modify(|gate| gate.closed = true);
     }
 
     pub fn resume(&self) {
-        self.state.gate.closed.send_replace(false);
+        self.state
+            .gate
+            .state
+            .send_modify(|gate| gate.closed = false);
+    }
+
+    /// Answers the requests held at the paused gate now; requests that arrive
+    /// later are still held until [`Receiver::resume`].
+    pub fn release_held(&self) {
+        let last = self
+            .state
+            .gate
+            .tickets
+            .load(std::sync::atomic::Ordering::SeqCst);
+        self.state
+            .gate
+            .state
+            .send_modify(|gate| gate.released = last);
     }
 
     /// The most requests this receiver held unanswered at once (since the last
@@ -238,14 +255,24 @@ impl Drop for InFlight<'_> {
 
 /// Where a paused [`Receiver`] holds requests.
 struct Gate {
-    closed: tokio::sync::watch::Sender<bool>,
+    state: tokio::sync::watch::Sender<GateState>,
+    /// The ticket of the last request held (each held request takes the next).
+    tickets: std::sync::atomic::AtomicU64,
     held: std::sync::Mutex<HashSet<String>>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct GateState {
+    closed: bool,
+    /// Held requests with a ticket up to this one are let through.
+    released: u64,
 }
 
 impl Default for Gate {
     fn default() -> Gate {
         Gate {
-            closed: tokio::sync::watch::channel(false).0,
+            state: tokio::sync::watch::channel(GateState::default()).0,
+            tickets: Default::default(),
             held: Default::default(),
         }
     }
@@ -253,14 +280,20 @@ impl Default for Gate {
 
 impl Gate {
     async fn pass(&self, event_id: &str) {
-        let mut closed = self.closed.subscribe();
-        if !*closed.borrow_and_update() {
+        let mut state = self.state.subscribe();
+        if !state.borrow_and_update().closed {
             return;
         }
+        let ticket = self
+            .tickets
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
         self.held.lock().unwrap().insert(event_id.to_string());
         // Let go of it however the wait ends (the sender may give up first).
         let _release = HeldAtGate(&self.held, event_id);
-        let _ = closed.wait_for(|closed| !closed).await;
+        let _ = state
+            .wait_for(|gate| !gate.closed || gate.released >= ticket)
+            .await;
     }
 }
 

@@ -390,11 +390,11 @@ async fn each_failed_probe_doubles_the_wait_up_to_its_cap() {
     receiver.stop();
 }
 
-/// One commit owes more events to a destination than its cap: one claim takes
-/// them all, the cap admits two, and those that find no place within the wait
-/// are given back unattempted — counted by reason in
-/// `herald_outbox_claims_handed_back_total`, their attempts not spent: once the
-/// receiver answers, each event is delivered with exactly one attempt.
+/// One claim takes more events of a destination than its cap has room for: the
+/// cap admits two, and those that find no place within the wait are given back
+/// unattempted — counted by reason in `herald_outbox_claims_handed_back_total`,
+/// their attempts not spent: once the receiver answers, each event is delivered
+/// with exactly one attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn claims_a_full_destination_cannot_take_in_time_are_handed_back_and_counted() {
     let receiver = Receiver::start().await;
@@ -403,6 +403,26 @@ async fn claims_a_full_destination_cannot_take_in_time_are_handed_back_and_count
     let base = format!("http://{}", server.addr);
     let operator = server.token(Role::Operator).await;
     let client = reqwest::Client::new();
+    let metric = "herald_outbox_claims_handed_back_total{kind=\"delivery\",reason=\"no_place\"}";
+    let handed_back = async || testkit::metric_value(&base, metric).await.unwrap_or(0.0);
+
+    // The destination at its cap: two deliveries held at the receiver's gate.
+    let blockers = runs_to_hooks(&server, &operator, 2).await;
+    wait_for(
+        "the two blockers held at the receiver",
+        Duration::from_secs(15),
+        async || receiver.held_at_gate().len() == 2,
+    )
+    .await;
+    assert_eq!(
+        receiver.held_at_gate(),
+        blockers.iter().cloned().collect(),
+        "the destination is full"
+    );
+
+    // Six more, however many commits they take: a full destination is left
+    // out of every claim, so all six stay pending until it has room, and then
+    // one claim takes them together.
     let mut runs = Vec::new();
     for _ in 0..6 {
         let run = json_of(
@@ -414,9 +434,6 @@ async fn claims_a_full_destination_cannot_take_in_time_are_handed_back_and_count
         .await;
         runs.push(run["id"].as_str().unwrap().to_string());
     }
-    let metric = "herald_outbox_claims_handed_back_total{kind=\"delivery\",reason=\"no_place\"}";
-    assert_eq!(testkit::metric_value(&base, metric).await, Some(0.0));
-    // All six events in one commit, so that one claim takes them together.
     let transitions: Vec<Value> = runs
         .iter()
         .map(|id| json!({"run_id": id, "to": "succeeded"}))
@@ -429,11 +446,23 @@ async fn claims_a_full_destination_cannot_take_in_time_are_handed_back_and_count
         .await
         .unwrap();
     assert_eq!(done.status(), StatusCode::OK);
+    let events: Vec<String> = runs
+        .iter()
+        .map(|id| format!("deliver_{id}_hooks"))
+        .collect();
+    let store = server.db.store().await;
+    assert!(
+        all_in(&store, &events, DeliveryStatus::Pending).await,
+        "the six wait, unclaimed, behind the full destination"
+    );
+    assert_eq!(handed_back().await, 0.0);
 
+    // The blockers answered, the gate stays closed for the six.
+    receiver.release_held();
     wait_for(
         "four claimed events to be handed back",
         Duration::from_secs(15),
-        async || testkit::metric_value(&base, metric).await.unwrap_or(0.0) >= 4.0,
+        async || handed_back().await >= 4.0,
     )
     .await;
     assert!(receiver.max_in_flight() <= 2, "the cap held");
@@ -445,11 +474,6 @@ async fn claims_a_full_destination_cannot_take_in_time_are_handed_back_and_count
     );
 
     receiver.resume();
-    let events: Vec<String> = runs
-        .iter()
-        .map(|id| format!("deliver_{id}_hooks"))
-        .collect();
-    let store = server.db.store().await;
     wait_for(
         "every event to be delivered",
         Duration::from_secs(20),
