@@ -31,6 +31,11 @@ pub const LEASE_MS: i64 = 15_000;
 /// Between chunks the pass rests this many times as long as the chunk took, so it
 /// holds a store's writer (SQLite has one) at most a quarter of the time.
 const REST_FACTOR: u32 = 3;
+/// A target gives way to the next after this many full chunks, and the pass
+/// goes round again: settled events that come due as fast as they are removed
+/// (a busy store with a short retention) must not keep runs, audit rows and keys
+/// waiting for as long as the load lasts.
+pub const CHUNKS_PER_TURN: u32 = 50;
 const MIN_REST: Duration = Duration::from_millis(10);
 /// Environment variable of the crash tests' pause: `archived:<marker file>` stops
 /// a pass after a chunk was archived, before its delete commits.
@@ -157,38 +162,62 @@ impl Retention {
         Ok(report)
     }
 
+    /// Every target in turns of at most [`CHUNKS_PER_TURN`] chunks, round after
+    /// round, until none has more due (or the lease is lost).
     async fn remove_all(
         &self,
         chunk: u32,
         archive: Option<&PausingArchive>,
         report: &mut PassReport,
     ) -> Result<(), StoreError> {
-        for target in self.policy.targets() {
-            loop {
-                let started = Instant::now();
-                let removed = self
-                    .store
-                    .remove_expired(&target, chunk, archive.map(|a| a as &dyn ArchiveSink))
-                    .await?;
-                for (table, rows) in &removed.tables {
-                    *report.removed.entry(table).or_default() += rows;
-                    self.metrics
-                        .record_retention_removed(&self.store_name, table, *rows);
-                }
-                if removed.primary() < u64::from(chunk) {
-                    break;
-                }
-                tokio::time::sleep((started.elapsed() * REST_FACTOR).max(MIN_REST)).await;
-                if !self
-                    .store
-                    .take_lease(LEASE_NAME, &self.holder, LEASE_MS)
-                    .await?
-                {
-                    return Ok(());
+        let mut due = self.policy.targets();
+        while !due.is_empty() {
+            let mut still_due = Vec::new();
+            for target in due {
+                match self.take_turn(&target, chunk, archive, report).await? {
+                    Turn::Done => {}
+                    Turn::MoreDue => still_due.push(target),
+                    Turn::LeaseLost => return Ok(()),
                 }
             }
+            due = still_due;
         }
         Ok(())
+    }
+
+    /// Chunks of `target` until one is not full or the turn is up, resting after
+    /// each and renewing the lease before the next.
+    async fn take_turn(
+        &self,
+        target: &Expired,
+        chunk: u32,
+        archive: Option<&PausingArchive>,
+        report: &mut PassReport,
+    ) -> Result<Turn, StoreError> {
+        for _ in 0..CHUNKS_PER_TURN {
+            let started = Instant::now();
+            let removed = self
+                .store
+                .remove_expired(target, chunk, archive.map(|a| a as &dyn ArchiveSink))
+                .await?;
+            for (table, rows) in &removed.tables {
+                *report.removed.entry(table).or_default() += rows;
+                self.metrics
+                    .record_retention_removed(&self.store_name, table, *rows);
+            }
+            if removed.primary() < u64::from(chunk) {
+                return Ok(Turn::Done);
+            }
+            tokio::time::sleep((started.elapsed() * REST_FACTOR).max(MIN_REST)).await;
+            if !self
+                .store
+                .take_lease(LEASE_NAME, &self.holder, LEASE_MS)
+                .await?
+            {
+                return Ok(Turn::LeaseLost);
+            }
+        }
+        Ok(Turn::MoreDue)
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
@@ -223,6 +252,15 @@ impl Retention {
             }
         }
     }
+}
+
+/// How a target's turn ended.
+enum Turn {
+    /// Its last chunk was not full: nothing more is due.
+    Done,
+    /// Every chunk of the turn was full: more may be due, next round.
+    MoreDue,
+    LeaseLost,
 }
 
 /// The pass's archive, with the crash tests' pause after each durable append.

@@ -222,9 +222,12 @@ impl Engine {
             Engine::MySql => {
                 format!("UPDATE {table} SET {set} WHERE {filter} ORDER BY {order} LIMIT ?")
             }
+            // `= ANY(ARRAY(…))` runs the limited pick once, as an init plan; with
+            // `IN (…)` the planner may choose a semi join that re-runs it for every
+            // pending row (claims of 25–76 s measured at 1,000 runs/s).
             Engine::Postgres => format!(
-                "UPDATE {table} SET {set} WHERE event_id IN \
-                 (SELECT event_id FROM {table} WHERE {filter} ORDER BY {order} LIMIT ?) \
+                "UPDATE {table} SET {set} WHERE event_id = ANY(ARRAY(\
+                 SELECT event_id FROM {table} WHERE {filter} ORDER BY {order} LIMIT ?)) \
                  AND {recheck}"
             ),
             Engine::Sqlite => format!(
@@ -232,6 +235,27 @@ impl Engine {
                  (SELECT event_id FROM {table} WHERE {filter} ORDER BY {order} LIMIT ?)"
             ),
         }
+    }
+
+    /// `test` as a condition checked on each row that no index can serve. SQLite
+    /// without fresh statistics takes any index on a tested column, so a test
+    /// nearly every row passes (a run's terminal status) walks that index and
+    /// sorts the table; wrapped in CASE it stays a residual filter. PostgreSQL
+    /// and MySQL plan from statistics, which a CASE would blind: PostgreSQL then
+    /// guesses that 0.5 % of rows pass and plans a sort of every candidate.
+    pub fn residual_on_sqlite(self, test: &str) -> String {
+        match self {
+            Engine::Sqlite => format!("(CASE WHEN {test} THEN 1 ELSE 0 END) = 1"),
+            Engine::Postgres | Engine::MySql => test.to_string(),
+        }
+    }
+
+    /// Whether a limited, ordered pick of rows to lock is better made as a pick of
+    /// their keys first, then the rows with those keys (PostgreSQL): the ordered
+    /// walk and its limit then handle narrow keys, run once as an init plan, and
+    /// only the chosen rows are read whole and locked.
+    pub fn sorts_keys_before_rows(self) -> bool {
+        matches!(self, Engine::Postgres)
     }
 
     /// Whether `UPDATE … RETURNING` is available (not on MySQL/MariaDB).

@@ -17,8 +17,10 @@ use super::ports::TableTidied;
 use super::row::int;
 use super::sql::SqlStore;
 
-/// The tables every transition and delivery rewrites.
-const HOT_TABLES: [&str; 2] = ["outbox_events", "runs"];
+/// The tables every transition and delivery rewrites, and the attempt log,
+/// which retention empties as fast as deliveries fill it: left to itself its
+/// dead rows and stale statistics slow every retention chunk that joins it.
+const HOT_TABLES: [&str; 3] = ["outbox_events", "runs", "outbox_attempts"];
 /// Vacuum once dead rows (or rows changed since the last ANALYZE) pass this many
 /// plus a tenth of the live ones.
 const DEAD_ROWS_FLOOR: i64 = 10_000;

@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use herald::outbox::archive::read_rows;
 use herald::outbox::metrics::Metrics;
-use herald::outbox::retention::{Retention, RetentionPolicy, LEASE_NAME};
+use herald::outbox::retention::{Retention, RetentionPolicy, CHUNKS_PER_TURN, LEASE_NAME};
 use herald::store::ports::{
-    DeliveryReads, IdempotencyKeys, NewAuditEntry, NewRun, OutboxStore, RetentionStore,
-    RunRepository, Transactions,
+    ArchiveSink, ChunkRemoved, DeliveryReads, Expired, IdempotencyKeys, NewAuditEntry, NewRun,
+    OutboxStore, RetentionStore, RunRepository, Transactions,
 };
-use herald::store::SqlStore;
+use herald::store::{SqlStore, StoreError};
 use testkit::{enqueue, parented, wait_for, TestDb};
 use vocab::DeliveryStatus;
 
@@ -27,6 +27,7 @@ testkit::contract_tests!(
     a_kind_of_its_own_keeps_its_own_retention,
     one_node_at_a_time_holds_the_retention_lease,
     rows_that_cannot_be_archived_are_not_removed,
+    events_that_keep_a_pass_busy_do_not_keep_runs_waiting,
 );
 
 const MINUTE: i64 = 60_000;
@@ -467,3 +468,111 @@ async fn rows_that_cannot_be_archived_are_not_removed(db: &TestDb) {
     );
     store.close().await;
 }
+
+/// The real store, with the targets of its chunks written down in order.
+struct ChunkLog {
+    store: SqlStore,
+    chunks: std::sync::Mutex<Vec<Expired>>,
+}
+
+#[async_trait::async_trait]
+impl RetentionStore for ChunkLog {
+    async fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        lease_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.store.take_lease(name, holder, lease_ms).await
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        self.store.release_lease(name, holder).await
+    }
+
+    async fn remove_expired(
+        &self,
+        expired: &Expired,
+        limit: u32,
+        archive: Option<&dyn ArchiveSink>,
+    ) -> Result<ChunkRemoved, StoreError> {
+        self.chunks.lock().unwrap().push(expired.clone());
+        self.store.remove_expired(expired, limit, archive).await
+    }
+
+    async fn oldest_retained(&self) -> Result<Vec<(DeliveryStatus, i64)>, StoreError> {
+        self.store.oldest_retained().await
+    }
+}
+
+/// Settled events that fill chunk after chunk (a busy store with a short
+/// retention) take turns with the other targets: an expired run is removed after
+/// at most one turn of event chunks, not after every event is gone.
+async fn events_that_keep_a_pass_busy_do_not_keep_runs_waiting(db: &TestDb) {
+    let store = db.store().await;
+    let busy = (CHUNKS_PER_TURN + 10) as usize;
+    let events: Vec<_> = (0..busy)
+        .map(|i| {
+            let mut e = event(&format!("busy-{i:03}"));
+            e.parent_id = "another-run".into();
+            e
+        })
+        .collect();
+    enqueue(&store, &events).await;
+    let now = store.engine().now_ms();
+    let aged = format!(
+        "UPDATE outbox_events SET status = 'completed', updated_at = {now} - {}, \
+         next_attempt_at = {now} - {} WHERE event_id LIKE 'busy-%'",
+        2 * HOUR,
+        2 * HOUR
+    );
+    exec(&store, &aged, &[]).await;
+    let run = aged_run(&store, "t", "succeeded", 2 * HOUR).await;
+
+    let log = Arc::new(ChunkLog {
+        store: store.clone(),
+        chunks: Default::default(),
+    });
+    let mut policy = policy(None);
+    // One event a chunk: more chunks are due than one turn takes.
+    policy.chunk_rows = 1;
+    let pass = Retention {
+        store: log.clone(),
+        policy,
+        metrics: Arc::new(Metrics::new()),
+        store_name: "jobs".into(),
+        holder: "node-a".into(),
+    };
+    let report = pass.run_pass().await.unwrap();
+    assert_eq!(report.removed.get("outbox_events"), Some(&(busy as u64)));
+    assert_eq!(report.removed.get("runs"), Some(&1));
+    assert!(
+        ids(&store, "SELECT id FROM runs").await.is_empty(),
+        "{run} stays"
+    );
+
+    let chunks = log.chunks.lock().unwrap().clone();
+    let runs_first = chunks
+        .iter()
+        .position(|c| matches!(c, Expired::Runs { .. }))
+        .expect("the runs target had a chunk");
+    let events_before = chunks[..runs_first]
+        .iter()
+        .filter(|c| matches!(c, Expired::Events { .. }))
+        .count();
+    assert!(
+        events_before <= CHUNKS_PER_TURN as usize + RETAINED_STATE_TARGETS,
+        "the run waited behind {events_before} event chunks"
+    );
+    assert!(
+        chunks[runs_first..]
+            .iter()
+            .any(|c| matches!(c, Expired::Events { .. })),
+        "events were still due when the run went"
+    );
+    store.close().await;
+}
+
+/// The event targets of [`policy`] besides the busy one (skipped and failed
+/// events, each a chunk that finds nothing).
+const RETAINED_STATE_TARGETS: usize = 2;

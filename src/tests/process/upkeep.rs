@@ -2,7 +2,8 @@
 //! real server: once churn leaves enough dead rows, maintenance vacuums and
 //! analyzes the table (whether or not autovacuum is on; the test turns it off for
 //! its table so that only the upkeep cleans), one node at a time; below the
-//! threshold, and on the other engines, it does nothing.
+//! threshold, and on the other engines, it does nothing. The attempt log, which
+//! retention empties as deliveries fill it, is kept small the same way.
 
 use std::time::Duration;
 
@@ -29,15 +30,19 @@ fn event(i: usize) -> NewEvent {
     }
 }
 
-/// A counter of `outbox_events` from `pg_stat_user_tables`.
-async fn outbox_stat(store: &SqlStore, column: &str) -> i64 {
+/// A counter of `table` from `pg_stat_user_tables`.
+async fn table_stat(store: &SqlStore, table: &str, column: &str) -> i64 {
     let sql = format!(
-        "SELECT CAST({column} AS BIGINT) FROM pg_stat_user_tables WHERE relname = 'outbox_events'"
+        "SELECT CAST({column} AS BIGINT) FROM pg_stat_user_tables WHERE relname = '{table}'"
     );
     sqlx::query_scalar::<_, i64>(&sql)
         .fetch_one(store.pool())
         .await
         .unwrap()
+}
+
+async fn outbox_stat(store: &SqlStore, column: &str) -> i64 {
+    table_stat(store, "outbox_events", column).await
 }
 
 async fn dead_rows(store: &SqlStore) -> i64 {
@@ -46,6 +51,18 @@ async fn dead_rows(store: &SqlStore) -> i64 {
 
 async fn vacuums(store: &SqlStore) -> i64 {
     outbox_stat(store, "vacuum_count").await
+}
+
+/// Runs `sql` on one connection and has that backend publish its row counts at
+/// once, instead of when it next idles (at most once a second).
+async fn execute_and_publish(store: &SqlStore, sql: &str) -> u64 {
+    let mut conn = store.pool().acquire().await.unwrap();
+    let done = (&mut *conn).execute(sql).await.unwrap();
+    (&mut *conn)
+        .execute("SELECT pg_stat_force_next_flush()")
+        .await
+        .unwrap();
+    done.rows_affected()
 }
 
 /// PostgreSQL counts a backend's row changes in its own memory and publishes them
@@ -89,16 +106,11 @@ async fn churned_outbox_is_vacuumed_once_by_one_node_and_not_below_the_threshold
 
     // Every event rewritten once, as a claim would: 12,000 dead rows. The updating
     // backend publishes its counts at once instead of when it next idles.
-    let mut conn = store.pool().acquire().await.unwrap();
-    (&mut *conn)
-        .execute("UPDATE outbox_events SET updated_at = updated_at + 1")
-        .await
-        .unwrap();
-    (&mut *conn)
-        .execute("SELECT pg_stat_force_next_flush()")
-        .await
-        .unwrap();
-    drop(conn);
+    execute_and_publish(
+        &store,
+        "UPDATE outbox_events SET updated_at = updated_at + 1",
+    )
+    .await;
     wait_for(
         "the statistics to count the dead rows",
         Duration::from_secs(60),
@@ -141,6 +153,53 @@ async fn churned_outbox_is_vacuumed_once_by_one_node_and_not_below_the_threshold
         again.iter().all(|t| t.table != "outbox_events"),
         "{again:?}"
     );
+    store.close().await;
+    db.drop_db().await;
+}
+
+/// The attempt log churns as fast as the outbox at a steady state with retention
+/// on: every delivery adds a row, every retention chunk deletes one. Its dead
+/// rows are vacuumed too, or each chunk that looks up an event's attempts reads
+/// through them (found at 1,000 runs/s with retention 1m on PostgreSQL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_attempt_log_retention_emptied_is_vacuumed_too() {
+    let db = TestDb::new(Engine::Postgres).await;
+    let store = db.store().await;
+    store
+        .pool()
+        .execute("ALTER TABLE outbox_attempts SET (autovacuum_enabled = off)")
+        .await
+        .unwrap();
+    let inserted = execute_and_publish(
+        &store,
+        "INSERT INTO outbox_attempts (event_id, attempt, cycle, started_at, finished_at, \
+         outcome, worker) SELECT 'gone-' || i, 1, 0, 0, 1, 'delivered', 'upkeep-test' \
+         FROM generate_series(1, 12000) AS i",
+    )
+    .await;
+    assert_eq!(inserted, 12_000);
+    // Retention removes them all, as it does once their events are past it.
+    let deleted = execute_and_publish(&store, "DELETE FROM outbox_attempts").await;
+    assert_eq!(deleted, 12_000);
+    wait_for(
+        "the statistics to count the attempt log's dead rows",
+        Duration::from_secs(60),
+        async || table_stat(&store, "outbox_attempts", "n_dead_tup").await >= 12_000,
+    )
+    .await;
+
+    let tidied = store.tidy_hot_tables().await.unwrap();
+    let attempts = tidied
+        .iter()
+        .find(|t| t.table == "outbox_attempts")
+        .expect("the emptied attempt log was vacuumed");
+    assert!(attempts.dead_rows >= 12_000, "{attempts:?}");
+    wait_for(
+        "the vacuum to show in the statistics",
+        Duration::from_secs(20),
+        async || table_stat(&store, "outbox_attempts", "vacuum_count").await >= 1,
+    )
+    .await;
     store.close().await;
     db.drop_db().await;
 }
