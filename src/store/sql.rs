@@ -64,26 +64,22 @@ impl SqlStore {
             options
                 .max_connections(max_connections)
                 .acquire_timeout(Duration::from_secs(30))
-                .after_connect(move |conn, _meta| {
-                    Box::pin(async move {
-                        for statement in engine.connection_setup() {
-                            conn.execute(*statement).await?;
-                        }
-                        if !engine.synchronous_cluster_setup().is_empty()
-                            && replicates_synchronously(conn).await?
-                        {
-                            for statement in engine.synchronous_cluster_setup() {
-                                conn.execute(*statement).await?;
-                            }
-                        }
-                        Ok(())
-                    })
-                })
+                .after_connect(move |conn, _meta| Box::pin(set_up(conn, engine)))
         };
-        let pool = pool_options(max_connections)
+        let pool = match pool_options(max_connections)
             .connect_with(connect_options.clone())
             .await
-            .map_err(connect_error)?;
+        {
+            Ok(pool) => pool,
+            // The pool retries a failing connection until its deadline and then
+            // says only that it timed out: one direct attempt says why.
+            Err(sqlx::Error::PoolTimedOut) => {
+                return Err(connect_error(
+                    why_no_connection(&connect_options, engine).await,
+                ))
+            }
+            Err(other) => return Err(connect_error(other)),
+        };
         // An in-memory database exists only inside its one connection.
         let reads = match engine.read_connections() {
             n if n > 0 && !durability.keeps_connection_forever() => pool_options(n)
@@ -138,6 +134,34 @@ impl SqlStore {
     pub async fn close(&self) {
         self.reads.close().await;
         self.pool.close().await;
+    }
+}
+
+/// What every new connection runs before its first use.
+async fn set_up(conn: &mut sqlx::AnyConnection, engine: Engine) -> Result<(), sqlx::Error> {
+    for statement in engine.connection_setup() {
+        conn.execute(*statement).await?;
+    }
+    if !engine.synchronous_cluster_setup().is_empty() && replicates_synchronously(conn).await? {
+        for statement in engine.synchronous_cluster_setup() {
+            conn.execute(*statement).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The error of one connection made and set up as the pool makes them, after the
+/// pool timed out; the timeout itself when this one succeeds (the server was slow).
+async fn why_no_connection(options: &AnyConnectOptions, engine: Engine) -> sqlx::Error {
+    match options.connect().await {
+        Err(err) => err,
+        Ok(mut conn) => match set_up(&mut conn, engine).await {
+            Err(err) => err,
+            Ok(()) => {
+                let _ = sqlx::Connection::close(conn).await;
+                sqlx::Error::PoolTimedOut
+            }
+        },
     }
 }
 
