@@ -156,29 +156,29 @@ impl Scene {
             .id
     }
 
+    /// A new record of `object` with `values`; its id.
+    async fn record(&self, object: &str, values: serde_json::Value) -> String {
+        self.records
+            .create(Some(&self.boss), object, fields(values))
+            .await
+            .unwrap()
+            .id
+    }
+
     /// `n` recalls, each of its own deal (each its own lane); their latencies.
     async fn recalls(&self, n: usize) -> Vec<Duration> {
         let mut ids = Vec::with_capacity(n);
         for _ in 0..n {
             let account = self
-                .records
-                .create(
-                    Some(&self.boss),
-                    "Account",
-                    fields(json!({ "Status": "Customer" })),
-                )
-                .await
-                .unwrap();
+                .record("Account", json!({ "Status": "Customer" }))
+                .await;
             let deal = self
-                .records
-                .create(
-                    Some(&self.boss),
+                .record(
                     "Opportunity",
-                    fields(json!({ "Stage": "Negotiation", "AccountId": account.id })),
+                    json!({ "Stage": "Negotiation", "AccountId": account }),
                 )
-                .await
-                .unwrap();
-            ids.push(self.submit("deal", &deal.id).await);
+                .await;
+            ids.push(self.submit("deal", &deal).await);
         }
         let mut latencies = Vec::with_capacity(n);
         for id in &ids {
@@ -194,15 +194,8 @@ impl Scene {
     /// Approve, `cycles` times), in commit order; the deal's id.
     async fn ladder(&self, cycles: usize) -> String {
         let deal = self
-            .records
-            .create(
-                Some(&self.boss),
-                "Opportunity",
-                fields(json!({ "Stage": "Negotiation" })),
-            )
-            .await
-            .unwrap()
-            .id;
+            .record("Opportunity", json!({ "Stage": "Negotiation" }))
+            .await;
         for _ in 0..cycles {
             let approval = self.submit("ladder", &deal).await;
             self.approvals

@@ -30,6 +30,16 @@ use tokio_util::sync::CancellationToken;
 use vocab::approvals::{Approver, InstanceStatus};
 use vocab::{DeliveryStatus, Role, Viewer};
 
+/// An operator's retry of a field-update replay the operator saw in `status`.
+fn replay_retry(status: DeliveryStatus) -> RetryRequest {
+    RetryRequest {
+        kind: kinds::FIELD_UPDATE.into(),
+        expected_status: status,
+        expected_cycle: None,
+        allow_uncertain: false,
+    }
+}
+
 testkit::contract_tests!(
     recall_enqueues_one_replay_event_and_does_not_update_inline,
     recall_freezes_the_related_record_target_of_a_lookup_path,
@@ -960,12 +970,7 @@ async fn a_failed_replay_is_retried_through_the_one_retry_entry_point(db: &TestD
     )
     .await;
     let deliveries = f.deliveries();
-    let retry = || RetryRequest {
-        kind: kinds::FIELD_UPDATE.into(),
-        expected_status: DeliveryStatus::Failed,
-        expected_cycle: None,
-        allow_uncertain: false,
-    };
+    let retry = || replay_retry(DeliveryStatus::Failed);
     let reader = deliveries
         .retry(Some(&viewer("rita", Role::Reader)), &event_id, retry())
         .await;
@@ -1280,12 +1285,7 @@ async fn lifecycle_field_updates_apply_in_commit_order_per_record_through_a_fail
         .retry(
             Some(&alice()),
             &submit1,
-            RetryRequest {
-                kind: kinds::FIELD_UPDATE.into(),
-                expected_status: DeliveryStatus::Failed,
-                expected_cycle: None,
-                allow_uncertain: false,
-            },
+            replay_retry(DeliveryStatus::Failed),
         )
         .await
         .unwrap();
@@ -1373,12 +1373,7 @@ async fn a_skipped_field_update_head_lets_the_records_later_updates_apply(db: &T
         .retry(
             Some(&alice()),
             &submit1,
-            RetryRequest {
-                kind: kinds::FIELD_UPDATE.into(),
-                expected_status: DeliveryStatus::Skipped,
-                expected_cycle: None,
-                allow_uncertain: false,
-            },
+            replay_retry(DeliveryStatus::Skipped),
         )
         .await;
     assert!(
