@@ -208,9 +208,6 @@ struct ChunkPlan {
     filter: String,
     binds: Vec<Bind>,
     order: &'static str,
-    /// Whether the chunk picks its keys first, then its rows
-    /// ([`super::engine::Engine::sorts_keys_before_rows`]; single-column keys).
-    keys_first: bool,
     /// Tables whose rows go with a removed row, by its `event_id`.
     children: &'static [&'static TableShape],
     archived: bool,
@@ -219,11 +216,11 @@ struct ChunkPlan {
 type ChunkQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
 
 impl ChunkPlan {
-    /// `query` (a [`SqlStore::chunk_select`]) with this plan's binds, then the
-    /// chunk size (then the binds again when the filter is tested twice).
-    fn bind<'q>(&self, query: ChunkQuery<'q>, limit: u32) -> ChunkQuery<'q> {
+    /// `query` with this plan's binds, then the chunk size (then the binds again
+    /// when the filter is tested twice: `keys_first`).
+    fn bind<'q>(&self, query: ChunkQuery<'q>, limit: u32, keys_first: bool) -> ChunkQuery<'q> {
         let query = self.bind_filter(query).bind(i64::from(limit));
-        if self.keys_first {
+        if keys_first {
             self.bind_filter(query)
         } else {
             query
@@ -242,13 +239,23 @@ impl ChunkPlan {
 }
 
 impl SqlStore {
-    fn chunk_plan(&self, expired: &Expired) -> ChunkPlan {
-        let mut plan = self.chunk_choice(expired);
-        plan.keys_first = self.engine.sorts_keys_before_rows() && plan.table.key.len() == 1;
-        plan
+    /// Whether `plan`'s chunk picks its keys first, then its rows
+    /// ([`super::engine::Engine::sorts_keys_before_rows`]; single-column keys).
+    fn keys_first(&self, plan: &ChunkPlan) -> bool {
+        self.engine.sorts_keys_before_rows() && plan.table.key.len() == 1
     }
 
-    fn chunk_choice(&self, expired: &Expired) -> ChunkPlan {
+    /// `query` (a [`SqlStore::chunk_select`] of `plan`) with its binds.
+    fn bind_chunk<'q>(
+        &self,
+        plan: &ChunkPlan,
+        query: ChunkQuery<'q>,
+        limit: u32,
+    ) -> ChunkQuery<'q> {
+        plan.bind(query, limit, self.keys_first(plan))
+    }
+
+    fn chunk_plan(&self, expired: &Expired) -> ChunkPlan {
         let now = self.engine.now_ms();
         match expired {
             Expired::Events {
@@ -283,7 +290,6 @@ impl SqlStore {
                     filter,
                     binds,
                     order: "next_attempt_at",
-                    keys_first: false,
                     children: &[&OUTBOX_ATTEMPTS, &OUTBOX_DEAD_LETTERS, &LANE_MEMBERS],
                     archived: true,
                 }
@@ -304,7 +310,6 @@ impl SqlStore {
                 ),
                 binds: vec![Bind::Int(*older_than_ms), Bind::Int(*older_than_ms)],
                 order: "created_at",
-                keys_first: false,
                 children: &[],
                 archived: true,
             },
@@ -313,7 +318,6 @@ impl SqlStore {
                 filter: format!("at < {now} - ?"),
                 binds: vec![Bind::Int(*older_than_ms)],
                 order: "at",
-                keys_first: false,
                 children: &[],
                 archived: true,
             },
@@ -322,7 +326,6 @@ impl SqlStore {
                 filter: format!("created_at < {now} - ?"),
                 binds: vec![Bind::Int(*older_than_ms)],
                 order: "created_at",
-                keys_first: false,
                 children: &[],
                 archived: false,
             },
@@ -331,9 +334,9 @@ impl SqlStore {
 
     /// The chunk's rows, locked until the delete commits (SQLite's write
     /// transaction already excludes every other writer); bound by
-    /// [`ChunkPlan::bind`].
+    /// [`SqlStore::bind_chunk`].
     ///
-    /// With [`ChunkPlan::keys_first`] the keys are picked in an init plan, then
+    /// With [`SqlStore::keys_first`] the keys are picked in an init plan, then
     /// the rows with those keys are read and locked, and the filter is tested
     /// again on each locked row: one may have changed between the pick and the
     /// lock (a failed event retried), and then it stays.
@@ -345,7 +348,7 @@ impl SqlStore {
             plan.order,
         );
         let lock = self.engine.lock_rows();
-        let sql = if plan.keys_first {
+        let sql = if self.keys_first(plan) {
             let key = plan.table.key[0];
             format!(
                 "SELECT {columns} FROM {table} WHERE {key} = ANY(ARRAY(\
@@ -494,8 +497,8 @@ impl RetentionStore for SqlStore {
         let plan = self.chunk_plan(expired);
         let mut tx = super::ports::Transactions::begin_write(self).await?;
         let sql = self.chunk_select(&plan);
-        let rows = plan
-            .bind(sqlx::query(&sql), limit)
+        let rows = self
+            .bind_chunk(&plan, sqlx::query(&sql), limit)
             .fetch_all(&mut *tx)
             .await?;
         if rows.is_empty() {
@@ -580,10 +583,6 @@ mod tests {
     use crate::outbox::retention::MAX_CHUNK_ROWS;
     use crate::store::StoreOptions;
 
-    /// Every chunk walks an index in its `ORDER BY` order and stops at the chunk
-    /// size. A plan that sorts instead reads every candidate row for each chunk,
-    /// and a pass falls behind as the table grows (the 50-minute soak's runs
-    /// backlog). A fresh store has no statistics, the case that went wrong.
     /// The plan `explain` (the engine's EXPLAIN) gives for the chunk select of
     /// `plan` with its binds, one step a row, from `column`.
     async fn explained(
@@ -593,8 +592,8 @@ mod tests {
         column: &str,
     ) -> Vec<String> {
         let sql = format!("{explain} {}", store.chunk_select(plan));
-        let rows = plan
-            .bind(sqlx::query(&sql), MAX_CHUNK_ROWS)
+        let rows = store
+            .bind_chunk(plan, sqlx::query(&sql), MAX_CHUNK_ROWS)
             .fetch_all(&store.pool)
             .await
             .unwrap();
@@ -603,6 +602,10 @@ mod tests {
             .collect()
     }
 
+    /// Every chunk walks an index in its `ORDER BY` order and stops at the chunk
+    /// size. A plan that sorts instead reads every candidate row for each chunk,
+    /// and a pass falls behind as the table grows (the 50-minute soak's runs
+    /// backlog). A fresh store has no statistics, the case that went wrong.
     #[tokio::test]
     async fn no_chunk_sorts_its_table_on_sqlite_without_statistics() {
         let store = SqlStore::open(&StoreOptions {

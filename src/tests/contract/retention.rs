@@ -162,8 +162,17 @@ fn policy(archive_dir: Option<std::path::PathBuf>) -> RetentionPolicy {
 }
 
 fn retention(store: &SqlStore, policy: RetentionPolicy, holder: &str) -> Retention {
+    retention_over(Arc::new(store.clone()), policy, holder)
+}
+
+/// A pass over `store` (the real one, or the real one behind a [`ChunkLog`]).
+fn retention_over(
+    store: Arc<dyn RetentionStore>,
+    policy: RetentionPolicy,
+    holder: &str,
+) -> Retention {
     Retention {
-        store: Arc::new(store.clone()),
+        store,
         policy,
         metrics: Arc::new(Metrics::new()),
         store_name: "jobs".into(),
@@ -519,14 +528,9 @@ async fn events_that_keep_a_pass_busy_do_not_keep_runs_waiting(db: &TestDb) {
         })
         .collect();
     enqueue(&store, &events).await;
-    let now = store.engine().now_ms();
-    let aged = format!(
-        "UPDATE outbox_events SET status = 'completed', updated_at = {now} - {}, \
-         next_attempt_at = {now} - {} WHERE event_id LIKE 'busy-%'",
-        2 * HOUR,
-        2 * HOUR
-    );
-    exec(&store, &aged, &[]).await;
+    for e in &events {
+        settle_aged(&store, &e.event_id, "completed", 2 * HOUR, 2 * HOUR).await;
+    }
     let run = aged_run(&store, "t", "succeeded", 2 * HOUR).await;
 
     let log = Arc::new(ChunkLog {
@@ -536,14 +540,10 @@ async fn events_that_keep_a_pass_busy_do_not_keep_runs_waiting(db: &TestDb) {
     let mut policy = policy(None);
     // One event a chunk: more chunks are due than one turn takes.
     policy.chunk_rows = 1;
-    let pass = Retention {
-        store: log.clone(),
-        policy,
-        metrics: Arc::new(Metrics::new()),
-        store_name: "jobs".into(),
-        holder: "node-a".into(),
-    };
-    let report = pass.run_pass().await.unwrap();
+    let report = retention_over(log.clone(), policy, "node-a")
+        .run_pass()
+        .await
+        .unwrap();
     assert_eq!(report.removed.get("outbox_events"), Some(&(busy as u64)));
     assert_eq!(report.removed.get("runs"), Some(&1));
     assert!(
