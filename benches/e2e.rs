@@ -30,6 +30,12 @@
 //! (`callback_ordered_by = "tenant"`) and the runs are spread over N tenants, so
 //! the webhooks go one at a time per tenant, in commit order, over N lanes; the
 //! rate beside the unordered one is what ordering costs.
+//! `slow-backlog N` (issue 25, outbox::frontier): before the load, N runs call back a
+//! second receiver on its own port (so its own destination) that answers each
+//! callback after 1 s: at its cap of 16 it takes 16 a second and stays left out of
+//! every claim with a backlog of about N while the load's callbacks go to the
+//! fast receiver, whose latencies are measured as usual. The claims leaving it out
+//! (`herald_outbox_claims_leaving_out_total`, full walks and windows) are printed.
 //! PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
 //! Figures go to stdout as Markdown table rows for docs/BENCHMARKS.md.
 
@@ -478,6 +484,46 @@ async fn start_receiver() -> (String, Arc<Arrivals>) {
     (hook, arrivals)
 }
 
+/// A receiver on a port of its own (its own destination) that answers every
+/// callback after a second, well inside Herald's send timeout: alive, never
+/// failing, and always at its in-flight cap while it owes a backlog.
+async fn start_slow_receiver() -> String {
+    let app = axum::Router::new().route(
+        "/slow",
+        axum::routing::post(|| async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            axum::http::StatusCode::NO_CONTENT
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/slow", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    hook
+}
+
+/// `slow-backlog N`: N runs whose callbacks go to the slow receiver, created and
+/// moved (not timed) before the measured load.
+async fn owe_the_slow_destination(base: &str, token: &str, runs: usize, scratch: &std::path::Path) {
+    let slow = start_slow_receiver().await;
+    let (ids, acks) = (scratch.join("slow-ids"), scratch.join("slow-acks"));
+    let (ids, acks) = (ids.to_str().unwrap(), acks.to_str().unwrap());
+    let load = Load::Closed {
+        concurrency: 64,
+        runs,
+    }
+    .args();
+    let runs = runs.to_string();
+    let owing = Instant::now();
+    run_client(&["create", base, token, &slow, &runs, ids, "1"]);
+    let mut moving = vec!["transition", base, token, ids, acks];
+    moving.extend(load.iter().map(String::as_str));
+    run_client(&moving);
+    eprintln!(
+        "slow destination: {runs} callbacks owed in {:.1} s (not timed below)",
+        owing.elapsed().as_secs_f64()
+    );
+}
+
 impl Arrivals {
     fn reset(&self) {
         self.first.lock().unwrap().clear();
@@ -589,6 +635,8 @@ struct Options {
     backup_at: Option<u64>,
     /// `ordered-keys N`: callbacks ordered by tenant over N tenants.
     ordered_keys: Option<usize>,
+    /// `slow-backlog N`: N callbacks owed to a slow destination before the load.
+    slow_backlog: Option<usize>,
 }
 
 async fn measure(
@@ -602,6 +650,7 @@ async fn measure(
         connections,
         backup_at,
         ordered_keys,
+        slow_backlog,
         ..
     } = *options;
     let soak_retention = options.soak_retention.as_deref();
@@ -653,6 +702,9 @@ async fn measure(
             creating.elapsed().as_secs_f64(),
             runs as f64 / creating.elapsed().as_secs_f64()
         );
+    }
+    if let Some(backlog) = slow_backlog {
+        owe_the_slow_destination(&server.base, &token, backlog, scratch.path()).await;
     }
     arrivals.reset();
 
@@ -740,6 +792,15 @@ async fn measure(
     let herald_cpu_seconds = (cpu_time(&pid) - herald_cpu).as_secs_f64();
     let herald_cores = herald_cpu_seconds / wall;
     let handed_back = metric_sum(&server.base, "herald_outbox_claims_handed_back_total").await;
+    if slow_backlog.is_some() {
+        for walk in ["full", "window"] {
+            let series = format!("herald_outbox_claims_leaving_out_total{{walk=\"{walk}\"}}");
+            eprintln!(
+                "claims leaving out, {walk}: {}",
+                metric_sum(&server.base, &series).await
+            );
+        }
+    }
     let receiver_cores = (cpu_time("self") - receiver_cpu).as_secs_f64() / wall;
     let database_cores = cpu_time_of_all("postgres")
         .saturating_sub(database_cpu)
@@ -995,6 +1056,7 @@ fn main() {
         soak_retention: soak,
         backup_at,
         ordered_keys,
+        slow_backlog: number("slow-backlog"),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

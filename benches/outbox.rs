@@ -473,6 +473,7 @@ async fn probe(engine: Engine, n: usize) {
                 kinds: vec!["bench".into()],
                 lease_ms_by_kind: vec![("bench".into(), 60_000)],
                 default_lease_ms: 60_000,
+                due_within_ms: None,
             })
             .await
             .unwrap();

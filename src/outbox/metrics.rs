@@ -29,6 +29,7 @@ pub struct Metrics {
     retention_oldest: GaugeVec,
     trace_spans_dropped: prometheus::IntCounter,
     claims_handed_back: IntCounterVec,
+    claims_leaving_out: IntCounterVec,
     /// Every family's name, series or not yet (what alert rules and dashboards
     /// may name).
     families: Vec<String>,
@@ -177,10 +178,21 @@ impl Metrics {
             ),
             &["kind", "reason"],
         ));
+        let claims_leaving_out = must(IntCounterVec::new(
+            Opts::new(
+                "herald_outbox_claims_leaving_out_total",
+                "Claims that left busy destinations out, by how far back they looked (full: every due event; window: only events due since a claim that took every other one).",
+            ),
+            &["walk"],
+        ));
+        for walk in ["full", "window"] {
+            claims_leaving_out.with_label_values(&[walk]);
+        }
         let mut families = Vec::new();
         for collector in [
             Box::new(trace_spans_dropped.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(claims_handed_back.clone()),
+            Box::new(claims_leaving_out.clone()),
             Box::new(breaker_open.clone()),
             Box::new(retention_removed.clone()),
             Box::new(retention_oldest.clone()),
@@ -221,6 +233,7 @@ impl Metrics {
             retention_oldest,
             trace_spans_dropped,
             claims_handed_back,
+            claims_leaving_out,
             families,
             declared: Default::default(),
         }
@@ -332,6 +345,13 @@ impl Metrics {
         self.claims_handed_back
             .with_label_values(&[kind, reason.label()])
             .inc();
+    }
+
+    /// Counts a claim that left destinations out: `windowed` when it looked only
+    /// at a window of recent events (`outbox::frontier`).
+    pub fn record_claim_leaving_out(&self, windowed: bool) {
+        let walk = if windowed { "window" } else { "full" };
+        self.claims_leaving_out.with_label_values(&[walk]).inc();
     }
 
     pub fn record_exhausted(&self, kind: &str) {

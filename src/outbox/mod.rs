@@ -6,6 +6,7 @@ pub mod archive;
 pub mod availability;
 pub mod best_effort;
 pub mod destinations;
+pub mod frontier;
 pub mod handler;
 pub mod maintenance;
 pub mod metrics;

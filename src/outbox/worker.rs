@@ -3,6 +3,7 @@
 //! batched, fenced transactions. On shutdown it stops claiming and drains.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use tracing::Instrument;
 
 use super::availability::{StoreBackoff, StoreHealth};
 use super::destinations::{Admission, DestinationHealth};
+use super::frontier::ClaimFrontier;
 use super::handler::{Outcome, Registry};
 use super::metrics::Metrics;
 use super::model::{ClaimedEvent, FailedEvent, Settle, Settlement};
@@ -30,6 +32,9 @@ pub struct WorkerConfig {
     pub poll_interval: Duration,
     /// How long shutdown waits for in-flight work before leaving it to its leases.
     pub drain_deadline: Duration,
+    /// The longest time between two claims that walk every due event while
+    /// destinations are left out ([`super::frontier`]).
+    pub full_walk_every: Duration,
 }
 
 impl Default for WorkerConfig {
@@ -40,6 +45,7 @@ impl Default for WorkerConfig {
             concurrency: 64,
             poll_interval: Duration::from_secs(1),
             drain_deadline: Duration::from_secs(30),
+            full_walk_every: super::frontier::FULL_WALK_EVERY,
         }
     }
 }
@@ -133,7 +139,7 @@ impl Worker {
         self
     }
 
-    fn claim_request(&self, limit: u32) -> ClaimRequest {
+    fn claim_request(&self, limit: u32, due_within_ms: Option<i64>) -> ClaimRequest {
         let kinds = self.registry.kinds();
         let lease_ms_by_kind = kinds
             .iter()
@@ -150,6 +156,7 @@ impl Worker {
             kinds,
             lease_ms_by_kind,
             default_lease_ms: 60_000,
+            due_within_ms,
         }
     }
 
@@ -171,6 +178,7 @@ impl Worker {
         let slots = Arc::new(Semaphore::new(concurrency));
         let in_flight: InFlight = Arc::new(Mutex::new(HashMap::new()));
         let (finished_tx, finished_rx) = mpsc::channel::<Finished>(concurrency * 2);
+        let mut frontier = ClaimFrontier::new(self.config.full_walk_every);
 
         let settler = tokio::spawn(settle_loop(
             self.store.clone(),
@@ -180,6 +188,7 @@ impl Worker {
             finished_rx,
             self.longest_lease(),
             self.wake.clone(),
+            frontier.staleness(),
         ));
         let heartbeat_stop = CancellationToken::new();
         let heartbeat = tokio::spawn(heartbeat_loop(
@@ -198,16 +207,23 @@ impl Worker {
             };
             let free = slots.available_permits() + 1;
             let limit = free.min(self.config.batch_size as usize) as u32;
-            let request = self.claim_request(limit);
             let avoid = self
                 .destinations
                 .as_ref()
                 .map(|d| d.avoid())
                 .unwrap_or_default();
+            let began = Instant::now();
+            let window_ms = frontier.window_ms(&avoid, began);
+            let request = self.claim_request(limit, window_ms);
+            if !avoid.is_empty() {
+                self.metrics.record_claim_leaving_out(window_ms.is_some());
+            }
             let claimed = match self.store.claim_avoiding(&request, &avoid).await {
                 Ok(events) => {
                     self.health.succeeded();
                     backoff.reset();
+                    let drained = events.len() < limit as usize;
+                    frontier.claimed(&avoid, window_ms, drained, began, Instant::now());
                     events
                 }
                 Err(err) => {
@@ -484,6 +500,7 @@ async fn settle_loop(
     mut finished: mpsc::Receiver<Finished>,
     give_up_after: Duration,
     wake: Arc<Notify>,
+    frontier_stale: Arc<AtomicBool>,
 ) {
     const MAX_BATCH: usize = 512;
     // Dropped (the loop aborted at a drain deadline), it aborts the writes too.
@@ -519,6 +536,7 @@ async fn settle_loop(
             batch,
             give_up_after,
             wake.clone(),
+            frontier_stale.clone(),
         ));
     }
     while writing.join_next().await.is_some() {}
@@ -534,6 +552,7 @@ async fn settle_batch(
     batch: Vec<Finished>,
     give_up_after: Duration,
     wake: Arc<Notify>,
+    frontier_stale: Arc<AtomicBool>,
 ) {
     // Each delivery's settle span lasts as long as the batch's write.
     let settling: Vec<tracing::Span> = batch
@@ -557,6 +576,8 @@ async fn settle_batch(
         .zip(&accepted)
         .any(|(s, ok)| *ok && s.releases_lane());
     if lane_moved {
+        // The lane's next event may be stamped long before any claim's window.
+        frontier_stale.store(true, Ordering::Release);
         wake.notify_one();
     }
     {

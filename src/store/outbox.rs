@@ -123,6 +123,17 @@ fn due_after(now: &str) -> String {
     )
 }
 
+/// Which rows one claim statement picks, in which order.
+struct ClaimPick<'a> {
+    /// The pick's condition; its `?` take `filter_values`, in order.
+    filter: &'a str,
+    filter_values: &'a [i64],
+    /// What each picked row must still satisfy as it is updated (no bound values:
+    /// `Engine::limited_update`).
+    recheck: &'a str,
+    order: &'a str,
+}
+
 impl SqlStore {
     async fn fetch_event<'e, E>(
         &self,
@@ -154,15 +165,22 @@ impl SqlStore {
         sql
     }
 
+    /// Leases to `request` at most `limit` rows that `pick` chooses, leaving out
+    /// pending events of the `avoid` destinations; laned events only as their
+    /// lane's head.
     async fn claim_where(
         &self,
         request: &ClaimRequest,
-        filter: &str,
-        recheck: &str,
-        order: &str,
+        pick: ClaimPick<'_>,
         limit: u32,
         avoid: &[String],
     ) -> Result<Vec<ClaimedEvent>, StoreError> {
+        let ClaimPick {
+            filter,
+            filter_values,
+            recheck,
+            order,
+        } = pick;
         let now = self.engine.now_ms();
         let set = format!(
             "status = 'processing', lease_token = ?, lease_holder = ?, lease_expires_at = {}, \
@@ -197,6 +215,9 @@ impl SqlStore {
             query = query.bind(kind).bind(*lease_ms);
         }
         query = query.bind(request.default_lease_ms);
+        for value in filter_values {
+            query = query.bind(*value);
+        }
         for kind in &request.kinds {
             query = query.bind(kind);
         }
@@ -689,12 +710,15 @@ impl OutboxStore for SqlStore {
         let mut claimed = self
             .claim_where(
                 request,
-                &format!(
-                    "status = 'processing' AND lease_expires_at <= {now} AND redeliverable = 1 \
-                     AND cycle_attempts < max_attempts"
-                ),
-                &format!("status = 'processing' AND lease_expires_at <= {now}"),
-                "lease_expires_at",
+                ClaimPick {
+                    filter: &format!(
+                        "status = 'processing' AND lease_expires_at <= {now} AND redeliverable = 1 \
+                         AND cycle_attempts < max_attempts"
+                    ),
+                    filter_values: &[],
+                    recheck: &format!("status = 'processing' AND lease_expires_at <= {now}"),
+                    order: "lease_expires_at",
+                },
                 request.limit,
                 &[],
             )
@@ -708,8 +732,24 @@ impl OutboxStore for SqlStore {
                 ..request.clone()
             };
             let due = format!("status = 'pending' AND next_attempt_at <= {now}");
+            // The window is a range of the due index, so a left-out destination's
+            // backlog before it is not walked again.
+            let (pick, window) = match request.due_within_ms {
+                Some(ms) => (format!("{due} AND next_attempt_at > {now} - ?"), vec![ms]),
+                None => (due.clone(), Vec::new()),
+            };
             match self
-                .claim_where(&pending, &due, &due, "next_attempt_at", remaining, avoid)
+                .claim_where(
+                    &pending,
+                    ClaimPick {
+                        filter: &pick,
+                        filter_values: &window,
+                        recheck: &due,
+                        order: "next_attempt_at",
+                    },
+                    remaining,
+                    avoid,
+                )
                 .await
             {
                 Ok(more) => claimed.extend(more),

@@ -289,6 +289,10 @@ pub struct ClaimRequest {
     pub kinds: Vec<String>,
     pub lease_ms_by_kind: Vec<(String, i64)>,
     pub default_lease_ms: i64,
+    /// Only pending events due within this many milliseconds before now (by the
+    /// database's clock): an earlier claim leaving out the same destinations took
+    /// every one due before (`outbox::frontier`). `None` looks at every due event.
+    pub due_within_ms: Option<i64>,
 }
 
 /// An operator's retry: a compare-and-set on the status they saw.

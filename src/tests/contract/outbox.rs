@@ -38,6 +38,7 @@ testkit::contract_tests!(
     a_claim_with_only_a_default_lease_uses_it,
     a_second_failure_keeps_the_first_dead_letter,
     a_claim_never_hands_out_more_than_its_batch_size,
+    a_windowed_claim_takes_only_events_due_within_its_window,
     a_manual_retry_leaves_the_run_untouched,
     the_gauges_show_an_old_pending_event_and_an_expired_lease,
 );
@@ -947,6 +948,80 @@ async fn a_claim_never_hands_out_more_than_its_batch_size(db: &TestDb) {
     // are reclaimed whatever the destination: they were admitted once already).
     let avoided_pending = (6..15).filter(|i| i % 3 == 1).count();
     assert_eq!(seen.len(), 15 - avoided_pending, "{seen:?}");
+    store.close().await;
+}
+
+/// A claim with a window (`due_within_ms`, what `outbox::frontier` sets after a
+/// drained claim) takes only pending events due inside it, still leaving out the
+/// avoided destinations and still reclaiming expired leases of any age; the
+/// events before it are claimed by the next claim without one.
+async fn a_windowed_claim_takes_only_events_due_within_its_window(db: &TestDb) {
+    let store = db.store().await;
+    let with_destination = |id: &str, origin: &str| {
+        let mut e = event(id);
+        e.destination = Some(origin.to_string());
+        e
+    };
+    let busy = "https://busy.example:443";
+    let other = "https://other.example:443";
+    enqueue(&store, &[event("expired-lease")]).await;
+    let leased = claim(&store, &claim_request(1, 30_000)).await;
+    assert_eq!(leased.len(), 1);
+    enqueue(
+        &store,
+        &[
+            with_destination("old-other", other),
+            with_destination("old-busy", busy),
+        ],
+    )
+    .await;
+    // Arranged: two events due a minute ago, one lease that expired long ago.
+    store
+        .pool()
+        .execute(
+            "UPDATE outbox_events SET next_attempt_at = next_attempt_at - 60000, \
+             lease_expires_at = CASE WHEN status = 'processing' THEN 1 ELSE lease_expires_at END",
+        )
+        .await
+        .unwrap();
+    enqueue(
+        &store,
+        &[
+            with_destination("new-other", other),
+            with_destination("new-busy", busy),
+        ],
+    )
+    .await;
+
+    let avoid = vec![busy.to_string()];
+    let windowed = herald::store::ports::ClaimRequest {
+        due_within_ms: Some(30_000),
+        ..claim_request(10, 30_000)
+    };
+    let mut first: Vec<String> = store
+        .claim_avoiding(&windowed, &avoid)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_id)
+        .collect();
+    first.sort();
+    assert_eq!(
+        first,
+        vec!["expired-lease".to_string(), "new-other".to_string()],
+        "the window, and the expired lease"
+    );
+
+    let rest: Vec<String> = store
+        .claim_avoiding(&claim_request(10, 30_000), &avoid)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_id)
+        .collect();
+    assert_eq!(rest, vec!["old-other".to_string()], "a full claim");
+    assert_eq!(status(&store, "old-busy").await, DeliveryStatus::Pending);
+    assert_eq!(status(&store, "new-busy").await, DeliveryStatus::Pending);
     store.close().await;
 }
 

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use herald::outbox::frontier::FULL_WALK_EVERY;
 use herald::store::ports::{DeliveryReads, DestinationStore, OutboxStore};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -62,15 +63,6 @@ async fn hooks_server(
     (server, file)
 }
 
-async fn runs_to_hooks(server: &TestServer, token: &str, count: usize) -> Vec<String> {
-    let mut ids = Vec::new();
-    for i in 0..count {
-        let id = finish_routed_run(server, token, "hooks", json!({"i": i})).await;
-        ids.push(format!("deliver_{id}_hooks"));
-    }
-    ids
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_breaker_opens_after_n_failures_holds_events_without_spending_attempts_and_a_probe_closes_it(
 ) {
@@ -88,7 +80,7 @@ async fn a_breaker_opens_after_n_failures_holds_events_without_spending_attempts
     .await;
     let base = format!("http://{}", server.addr);
     let operator = server.token(Role::Operator).await;
-    let events = runs_to_hooks(&server, &operator, 10).await;
+    let events = runs_to(&server, &operator, "hooks", 10).await;
     let store = server.db.store().await;
 
     wait_for("the breaker to open", Duration::from_secs(20), async || {
@@ -358,7 +350,7 @@ async fn each_failed_probe_doubles_the_wait_up_to_its_cap() {
     })
     .await;
     let operator = server.token(Role::Operator).await;
-    runs_to_hooks(&server, &operator, 3).await;
+    runs_to(&server, &operator, "hooks", 3).await;
     let store = server.db.store().await;
     // Every opening of the breaker (the first, then one per failed probe) as the
     // shared table holds it: when it opened and how long it waits.
@@ -407,7 +399,7 @@ async fn claims_a_full_destination_cannot_take_in_time_are_handed_back_and_count
     let handed_back = async || testkit::metric_value(&base, metric).await.unwrap_or(0.0);
 
     // The destination at its cap: two deliveries held at the receiver's gate.
-    let blockers = runs_to_hooks(&server, &operator, 2).await;
+    let blockers = runs_to(&server, &operator, "hooks", 2).await;
     wait_for(
         "the two blockers held at the receiver",
         Duration::from_secs(15),
@@ -485,4 +477,124 @@ async fn claims_a_full_destination_cannot_take_in_time_are_handed_back_and_count
         assert_eq!(event.attempts, 1, "{id}: a hand-back spent no attempt");
     }
     assert!(receiver.max_in_flight() <= 2, "the cap held");
+}
+
+/// A destination at its cap with a backlog is left out of every claim, and the
+/// claims that leave it out do not walk its backlog each time: after one that
+/// took every other due event, they look only at events due since (counted as
+/// `walk="window"` in `herald_outbox_claims_leaving_out_total`), with a full walk
+/// at most every `FULL_WALK_EVERY` (or `WALK_SHARE` times its own duration). An
+/// event the windows cannot see (stamped long before them and visible only now,
+/// as from a transaction that commits late) is still delivered: by a full walk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claims_leaving_a_backlogged_destination_out_look_only_at_what_is_new() {
+    let busy = Receiver::start().await;
+    busy.pause();
+    let hooks = Receiver::start().await;
+    let text = format!(
+        r#"
+[[routes]]
+name = "busy"
+channel = "webhook"
+url = "{busy}"
+max_in_flight = 1
+
+[[routes]]
+name = "hooks"
+channel = "webhook"
+url = "{hooks}"
+"#,
+        busy = busy.url_for("busy"),
+        hooks = hooks.url_for("hooks")
+    );
+    let routes = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(routes.path(), text).unwrap();
+    let path = routes.path().to_path_buf();
+    let server = TestServer::start_with(move |args| {
+        args.config = Some(path);
+        args.destination_allowlist = Some("127.0.0.0/8".into());
+        args.worker_poll_interval_ms = Some(50);
+    })
+    .await;
+    let base = format!("http://{}", server.addr);
+    let operator = server.token(Role::Operator).await;
+    let store = server.db.store().await;
+    let walks = async |walk: &str| {
+        let series = format!("herald_outbox_claims_leaving_out_total{{walk=\"{walk}\"}}");
+        testkit::metric_value(&base, &series).await.unwrap_or(0.0)
+    };
+
+    // Arranged: `busy` at its cap (one delivery held at its gate) with a backlog.
+    let blocker = finish_routed_run(&server, &operator, "busy", json!({})).await;
+    wait_for(
+        "the blocker held at the busy receiver",
+        Duration::from_secs(15),
+        async || busy.held_at_gate().len() == 1,
+    )
+    .await;
+    let backlog = runs_to(&server, &operator, "busy", 20).await;
+    assert!(all_in(&store, &backlog, DeliveryStatus::Pending).await);
+    assert!(
+        !backlog.contains(&format!("deliver_{blocker}_busy")),
+        "the blocker is not in the backlog"
+    );
+
+    // Every commit to `hooks` wakes a claim that leaves `busy` out.
+    let started = std::time::Instant::now();
+    let full_before = walks("full").await;
+    let window_before = walks("window").await;
+    let delivered = runs_to(&server, &operator, "hooks", 20).await;
+    wait_for(
+        "the hooks deliveries",
+        Duration::from_secs(20),
+        async || all_in(&store, &delivered, DeliveryStatus::Completed).await,
+    )
+    .await;
+    let elapsed = started.elapsed();
+    let full = walks("full").await - full_before;
+    let windowed = walks("window").await - window_before;
+    assert!(windowed >= 10.0, "claims looked at a window: {windowed}");
+    // Two claim loops leave destinations out (runs' callbacks and approvals'
+    // notices share the store), each with its own frontier.
+    let most = 2.0 * (2.0 + (elapsed.as_secs_f64() / FULL_WALK_EVERY.as_secs_f64()).floor());
+    assert!(
+        full <= most,
+        "{full} full walks in {elapsed:?} (at most {most}), beside {windowed} windowed"
+    );
+
+    // One backlog event turned into a `hooks` one stamped a minute ago: no window
+    // reaches it, and nothing tells the workers.
+    let late = &backlog[0];
+    let sql = store.engine().sql(
+        "UPDATE outbox_events SET destination = ?, payload = REPLACE(payload, ?, ?), \
+         next_attempt_at = next_attempt_at - 60000 WHERE event_id = ?",
+    );
+    let moved = sqlx::query(&sql)
+        .bind(herald::routes::origin(&hooks.url()).unwrap())
+        .bind(busy.url_for("busy"))
+        .bind(hooks.url_for("hooks"))
+        .bind(late)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(moved.rows_affected(), 1);
+    let full_before = walks("full").await;
+    wait_for(
+        "the late event delivered to hooks",
+        FULL_WALK_EVERY * 4,
+        async || hooks.arrivals().contains(late),
+    )
+    .await;
+    assert!(walks("full").await > full_before, "found by a full walk");
+    assert!(all_in(&store, &backlog[1..], DeliveryStatus::Pending).await);
+    busy.resume();
+}
+
+async fn runs_to(server: &TestServer, token: &str, route: &str, count: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..count {
+        let id = finish_routed_run(server, token, route, json!({"i": i})).await;
+        ids.push(format!("deliver_{id}_{route}"));
+    }
+    ids
 }
