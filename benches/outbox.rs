@@ -474,6 +474,7 @@ async fn probe(engine: Engine, n: usize) {
                 lease_ms_by_kind: vec![("bench".into(), 60_000)],
                 default_lease_ms: 60_000,
                 due_within_ms: None,
+                readmitted: Vec::new(),
             })
             .await
             .unwrap();

@@ -14,11 +14,14 @@
 //! The window is measured on this process's monotonic clock and applied to the
 //! database's (`next_attempt_at > now - window`), so no two clocks are compared.
 //!
+//! A destination left out then and not now may have events of any age: the claim
+//! takes its due events whole first, through the destination index ([`Reach`]).
 //! What a window can miss: an event committed later than the margin after it was
 //! stamped, and a lane head released on another node (released here, the
-//! settler calls [`ClaimFrontier::forget`]). Both wait at most for the next full
-//! walk, made every [`FULL_WALK_EVERY`] at least, and never more often than
-//! 1/[`WALK_SHARE`] of the time, so a long backlog's walk stays a small share of
+//! settler marks the frontier stale). Both wait at most for the next full
+//! walk, made every [`FULL_WALK_EVERY`] at least (or, while full walks keep
+//! filling their batch, each after [`WALK_SHARE`] times the last one's duration),
+//! never more than 1/[`WALK_SHARE`] of the time, so a long backlog's walk stays a small share of
 //! the claim loop. A claim leaving nothing out never uses a window (it starts at
 //! the head of the due events), but when it drains it proves the same for any set
 //! left out after it.
@@ -38,6 +41,19 @@ pub const FULL_WALK_EVERY: Duration = Duration::from_secs(5);
 
 /// A full walk that took `d` is not repeated before `WALK_SHARE × d` has passed.
 const WALK_SHARE: u32 = 20;
+
+/// Past this many destinations back from being left out, a claim walks everything
+/// (one index range each is cheap only while they are few).
+const MAX_READMITTED: usize = 8;
+
+/// How far one claim looks ([`ClaimFrontier::reach`]).
+#[derive(Debug, Default, PartialEq)]
+pub struct Reach {
+    /// Only events due within this many ms before now; `None`: every due event.
+    pub window_ms: Option<i64>,
+    /// With a window: destinations claimed whatever their events' age.
+    pub readmitted: Vec<String>,
+}
 
 /// What the last drained claim proved: every due event outside `left_out` was
 /// claimed by `swept_at`.
@@ -73,29 +89,41 @@ impl ClaimFrontier {
     }
 
     /// Drops what the last claim proved: the next claim walks everything.
-    pub fn forget(&mut self) {
+    fn forget(&mut self) {
         self.swept = None;
     }
 
-    /// How far back (in ms of the database's clock) a claim leaving out `left_out`
-    /// must look, or `None` for a full walk.
-    pub fn window_ms(&mut self, left_out: &[String], now: Instant) -> Option<i64> {
+    /// How far a claim leaving out `left_out` must look: a full walk, or a window
+    /// (in ms of the database's clock) and the destinations to claim whole.
+    pub fn reach(&mut self, left_out: &[String], now: Instant) -> Reach {
         if self.stale.swap(false, Ordering::AcqRel) {
             self.forget();
-            return None;
+            return Reach::default();
         }
         // A claim leaving nothing out starts at the head of the due events: it
         // walks nothing it does not take.
         if left_out.is_empty() {
-            return None;
+            return Reach::default();
         }
-        let swept = self.swept.as_ref()?;
-        // A destination no longer left out has events the last claim did not take.
-        if now >= swept.next_full_walk || !swept.left_out.iter().all(|d| left_out.contains(d)) {
-            return None;
+        let Some(swept) = self.swept.as_ref() else {
+            return Reach::default();
+        };
+        // A destination no longer left out has events the last claim did not
+        // take, of any age: claimed whole, through the destination index.
+        let readmitted: Vec<String> = swept
+            .left_out
+            .iter()
+            .filter(|d| !left_out.contains(d))
+            .cloned()
+            .collect();
+        if now >= swept.next_full_walk || readmitted.len() > MAX_READMITTED {
+            return Reach::default();
         }
         let window = now.saturating_duration_since(swept.swept_at) + LATE_COMMIT_MARGIN;
-        Some(window.as_millis() as i64)
+        Reach {
+            window_ms: Some(window.as_millis() as i64),
+            readmitted,
+        }
     }
 
     /// Records a claim leaving out `left_out`, begun at `began` and ended at
@@ -109,20 +137,25 @@ impl ClaimFrontier {
         began: Instant,
         ended: Instant,
     ) {
-        // A full claim proves nothing beyond what is already known (that stays
-        // true: claims only ever take events). A drained claim leaving nothing
-        // out proves that for every set a later claim may leave out.
+        let walked = ended.duration_since(began) * WALK_SHARE;
+        // A claim that filled its batch proves nothing beyond what is already
+        // known (that stays true: claims only ever take events). A full walk
+        // leaving destinations out that filled its batch took the oldest due
+        // events first, so the next one goes further; it is not repeated before
+        // its share of time has passed.
         if !drained {
+            if let (Some(swept), None, false) =
+                (self.swept.as_mut(), window_ms, left_out.is_empty())
+            {
+                swept.next_full_walk = began + walked;
+            }
             return;
         }
+        // A drained claim leaving nothing out proves the same for every set a
+        // later claim may leave out.
         let next_full_walk = match (&self.swept, window_ms) {
             (Some(swept), Some(_)) => swept.next_full_walk,
-            _ => {
-                began
-                    + self
-                        .full_walk_every
-                        .max(ended.duration_since(began) * WALK_SHARE)
-            }
+            _ => began + self.full_walk_every.max(walked),
         };
         self.swept = Some(Swept {
             left_out: left_out.to_vec(),
@@ -138,6 +171,17 @@ mod tests {
 
     fn left_out(origins: &[&str]) -> Vec<String> {
         origins.iter().map(|o| o.to_string()).collect()
+    }
+
+    /// The window a claim leaving out `left_out` gets.
+    trait Window {
+        fn window_ms(&mut self, left_out: &[String], now: Instant) -> Option<i64>;
+    }
+
+    impl Window for ClaimFrontier {
+        fn window_ms(&mut self, left_out: &[String], now: Instant) -> Option<i64> {
+            self.reach(left_out, now).window_ms
+        }
     }
 
     const BUSY: &str = "https://busy.example:443";
@@ -173,11 +217,24 @@ mod tests {
     }
 
     #[test]
-    fn a_destination_no_longer_left_out_gets_a_full_walk() {
+    fn a_destination_no_longer_left_out_is_claimed_whole_beside_the_window() {
         let t0 = Instant::now();
         let mut frontier = after_full_walk(t0);
         let later = t0 + Duration::from_millis(40);
-        assert_eq!(frontier.window_ms(&left_out(&[OTHER]), later), None);
+        assert_eq!(
+            frontier.reach(&left_out(&[OTHER]), later),
+            Reach {
+                window_ms: Some(40 + LATE_COMMIT_MARGIN.as_millis() as i64),
+                readmitted: left_out(&[BUSY]),
+            }
+        );
+        // Too many back at once: a full walk.
+        let mut many = ClaimFrontier::new(FULL_WALK_EVERY);
+        let origins: Vec<String> = (0..=MAX_READMITTED)
+            .map(|i| format!("https://o{i}.example:443"))
+            .collect();
+        many.claimed(&origins, None, true, t0, t0);
+        assert_eq!(many.reach(&left_out(&[OTHER]), later), Reach::default());
         // Nothing left out: the plain claim, from the head of the due events.
         assert_eq!(frontier.window_ms(&[], later), None);
         // One that took its whole batch (BUSY's events) leaves the frontier as it was.
@@ -247,6 +304,24 @@ mod tests {
         );
         assert_eq!(
             frontier.window_ms(&left_out(&[BUSY]), t0 + FULL_WALK_EVERY),
+            None
+        );
+
+        // One that fills its batch is repeated, but only after its share of time.
+        let t_full = t0 + FULL_WALK_EVERY;
+        let took = Duration::from_millis(100);
+        frontier.claimed(&left_out(&[BUSY]), None, false, t_full, t_full + took);
+        assert!(frontier
+            .window_ms(&left_out(&[BUSY]), t_full + took * 19)
+            .is_some());
+        assert_eq!(
+            frontier.window_ms(&left_out(&[BUSY]), t_full + took * 20),
+            None
+        );
+        // A plain claim that filled its batch (from the head) changes nothing.
+        frontier.claimed(&[], None, false, t_full, t_full + took * 100);
+        assert_eq!(
+            frontier.window_ms(&left_out(&[BUSY]), t_full + took * 20),
             None
         );
 

@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use super::availability::{StoreBackoff, StoreHealth};
 use super::destinations::{Admission, DestinationHealth};
-use super::frontier::ClaimFrontier;
+use super::frontier::{ClaimFrontier, Reach};
 use super::handler::{Outcome, Registry};
 use super::metrics::Metrics;
 use super::model::{ClaimedEvent, FailedEvent, Settle, Settlement};
@@ -139,7 +139,7 @@ impl Worker {
         self
     }
 
-    fn claim_request(&self, limit: u32, due_within_ms: Option<i64>) -> ClaimRequest {
+    fn claim_request(&self, limit: u32, reach: Reach) -> ClaimRequest {
         let kinds = self.registry.kinds();
         let lease_ms_by_kind = kinds
             .iter()
@@ -156,7 +156,8 @@ impl Worker {
             kinds,
             lease_ms_by_kind,
             default_lease_ms: 60_000,
-            due_within_ms,
+            due_within_ms: reach.window_ms,
+            readmitted: reach.readmitted,
         }
     }
 
@@ -187,8 +188,10 @@ impl Worker {
             in_flight.clone(),
             finished_rx,
             self.longest_lease(),
-            self.wake.clone(),
-            frontier.staleness(),
+            LaneMoves {
+                wake: self.wake.clone(),
+                frontier_stale: frontier.staleness(),
+            },
         ));
         let heartbeat_stop = CancellationToken::new();
         let heartbeat = tokio::spawn(heartbeat_loop(
@@ -213,8 +216,9 @@ impl Worker {
                 .map(|d| d.avoid())
                 .unwrap_or_default();
             let began = Instant::now();
-            let window_ms = frontier.window_ms(&avoid, began);
-            let request = self.claim_request(limit, window_ms);
+            let reach = frontier.reach(&avoid, began);
+            let window_ms = reach.window_ms;
+            let request = self.claim_request(limit, reach);
             if !avoid.is_empty() {
                 self.metrics.record_claim_leaving_out(window_ms.is_some());
             }
@@ -499,8 +503,7 @@ async fn settle_loop(
     in_flight: InFlight,
     mut finished: mpsc::Receiver<Finished>,
     give_up_after: Duration,
-    wake: Arc<Notify>,
-    frontier_stale: Arc<AtomicBool>,
+    lane_moves: LaneMoves,
 ) {
     const MAX_BATCH: usize = 512;
     // Dropped (the loop aborted at a drain deadline), it aborts the writes too.
@@ -535,11 +538,26 @@ async fn settle_loop(
             in_flight.clone(),
             batch,
             give_up_after,
-            wake.clone(),
-            frontier_stale.clone(),
+            lane_moves.clone(),
         ));
     }
     while writing.join_next().await.is_some() {}
+}
+
+/// What a lane's head done tells the claim loop.
+#[derive(Clone)]
+struct LaneMoves {
+    /// Its next event may go now, not at the next poll.
+    wake: Arc<Notify>,
+    /// And it may be stamped long before any claim's window (`outbox::frontier`).
+    frontier_stale: Arc<AtomicBool>,
+}
+
+impl LaneMoves {
+    fn moved(&self) {
+        self.frontier_stale.store(true, Ordering::Release);
+        self.wake.notify_one();
+    }
 }
 
 /// Writes one batch of settlements (`settle_resiliently`), then frees its slots,
@@ -551,8 +569,7 @@ async fn settle_batch(
     in_flight: InFlight,
     batch: Vec<Finished>,
     give_up_after: Duration,
-    wake: Arc<Notify>,
-    frontier_stale: Arc<AtomicBool>,
+    lane_moves: LaneMoves,
 ) {
     // Each delivery's settle span lasts as long as the batch's write.
     let settling: Vec<tracing::Span> = batch
@@ -576,9 +593,7 @@ async fn settle_batch(
         .zip(&accepted)
         .any(|(s, ok)| *ok && s.releases_lane());
     if lane_moved {
-        // The lane's next event may be stamped long before any claim's window.
-        frontier_stale.store(true, Ordering::Release);
-        wake.notify_one();
+        lane_moves.moved();
     }
     {
         let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());

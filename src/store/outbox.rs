@@ -124,10 +124,14 @@ fn due_after(now: &str) -> String {
 }
 
 /// Which rows one claim statement picks, in which order.
+#[derive(Clone, Copy)]
 struct ClaimPick<'a> {
-    /// The pick's condition; its `?` take `filter_values`, in order.
+    /// The pick's condition (no bound values).
     filter: &'a str,
-    filter_values: &'a [i64],
+    /// Only rows due within this many ms before now (`ClaimRequest::due_within_ms`).
+    window_ms: Option<i64>,
+    /// Only rows of these destinations, when not empty.
+    destinations: &'a [String],
     /// What each picked row must still satisfy as it is updated (no bound values:
     /// `Engine::limited_update`).
     recheck: &'a str,
@@ -177,7 +181,8 @@ impl SqlStore {
     ) -> Result<Vec<ClaimedEvent>, StoreError> {
         let ClaimPick {
             filter,
-            filter_values,
+            window_ms,
+            destinations,
             recheck,
             order,
         } = pick;
@@ -190,10 +195,22 @@ impl SqlStore {
         // A laned event goes only as its lane's head: no member of its lane with a
         // lower sequence number is still open (docs/ORDERING.md §3). The guard
         // reads `lane_members`, never the table being updated (MySQL's 1093).
-        let mut filter = format!(
-            "{filter} AND kind IN ({}) AND {LANE_HEAD}",
+        let mut filter = filter.to_string();
+        // A range of the due index: the walk starts at the window.
+        if window_ms.is_some() {
+            filter.push_str(&format!(" AND next_attempt_at > {now} - ?"));
+        }
+        // The destination index, one range per destination.
+        if !destinations.is_empty() {
+            filter.push_str(&format!(
+                " AND destination IN ({})",
+                placeholders(destinations.len())
+            ));
+        }
+        filter.push_str(&format!(
+            " AND kind IN ({}) AND {LANE_HEAD}",
             placeholders(request.kinds.len())
-        );
+        ));
         if !avoid.is_empty() {
             filter.push_str(&format!(
                 " AND (destination IS NULL OR destination NOT IN ({}))",
@@ -215,8 +232,11 @@ impl SqlStore {
             query = query.bind(kind).bind(*lease_ms);
         }
         query = query.bind(request.default_lease_ms);
-        for value in filter_values {
-            query = query.bind(*value);
+        if let Some(ms) = window_ms {
+            query = query.bind(ms);
+        }
+        for destination in destinations {
+            query = query.bind(destination);
         }
         for kind in &request.kinds {
             query = query.bind(kind);
@@ -715,7 +735,8 @@ impl OutboxStore for SqlStore {
                         "status = 'processing' AND lease_expires_at <= {now} AND redeliverable = 1 \
                          AND cycle_attempts < max_attempts"
                     ),
-                    filter_values: &[],
+                    window_ms: None,
+                    destinations: &[],
                     recheck: &format!("status = 'processing' AND lease_expires_at <= {now}"),
                     order: "lease_expires_at",
                 },
@@ -723,41 +744,46 @@ impl OutboxStore for SqlStore {
                 &[],
             )
             .await?;
-        let remaining = request.limit.saturating_sub(claimed.len() as u32);
-        if remaining > 0 {
+        let due = format!("status = 'pending' AND next_attempt_at <= {now}");
+        // With a window, destinations the window's claim left out and this one
+        // does not have events of any age: theirs first, each destination a range
+        // of its index; then the window, a range of the due index, so a left-out
+        // destination's backlog before it is not walked again.
+        let readmitted = ClaimPick {
+            filter: &due,
+            window_ms: None,
+            destinations: &request.readmitted,
+            recheck: &due,
+            order: "next_attempt_at",
+        };
+        let windowed = ClaimPick {
+            window_ms: request.due_within_ms,
+            destinations: &[],
+            ..readmitted
+        };
+        let picks = match request.due_within_ms {
+            Some(_) if !request.readmitted.is_empty() => vec![readmitted, windowed],
+            _ => vec![windowed],
+        };
+        for pick in picks {
+            let remaining = request.limit.saturating_sub(claimed.len() as u32);
+            if remaining == 0 {
+                break;
+            }
             // A token of its own: where rows are read back by token (MySQL), the
-            // reclaimed ones must not come back a second time.
+            // ones claimed before must not come back a second time.
             let pending = ClaimRequest {
                 lease_token: uuid::Uuid::new_v4().simple().to_string(),
                 ..request.clone()
             };
-            let due = format!("status = 'pending' AND next_attempt_at <= {now}");
-            // The window is a range of the due index, so a left-out destination's
-            // backlog before it is not walked again.
-            let (pick, window) = match request.due_within_ms {
-                Some(ms) => (format!("{due} AND next_attempt_at > {now} - ?"), vec![ms]),
-                None => (due.clone(), Vec::new()),
-            };
-            match self
-                .claim_where(
-                    &pending,
-                    ClaimPick {
-                        filter: &pick,
-                        filter_values: &window,
-                        recheck: &due,
-                        order: "next_attempt_at",
-                    },
-                    remaining,
-                    avoid,
-                )
-                .await
-            {
+            match self.claim_where(&pending, pick, remaining, avoid).await {
                 Ok(more) => claimed.extend(more),
                 Err(err) if claimed.is_empty() => return Err(err),
-                // The reclaimed events are committed as ours: hand them out, or they
-                // would sit `processing` with an attempt spent and nobody sending.
+                // The events claimed so far are committed as ours: hand them out, or
+                // they would sit `processing` with an attempt spent and nobody sending.
                 Err(err) => {
-                    tracing::warn!(error = %err, reclaimed = claimed.len(), "claiming due events failed; running the reclaimed ones");
+                    tracing::warn!(error = %err, claimed = claimed.len(), "claiming due events failed; running the ones claimed");
+                    break;
                 }
             }
         }

@@ -293,6 +293,10 @@ pub struct ClaimRequest {
     /// database's clock): an earlier claim leaving out the same destinations took
     /// every one due before (`outbox::frontier`). `None` looks at every due event.
     pub due_within_ms: Option<i64>,
+    /// With a window: destinations that claim left out and this one does not.
+    /// Their due events are claimed whatever their age (through the destination
+    /// index), first.
+    pub readmitted: Vec<String>,
 }
 
 /// An operator's retry: a compare-and-set on the status they saw.

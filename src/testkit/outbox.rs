@@ -83,6 +83,7 @@ pub fn claim_request(limit: u32, lease_ms: i64) -> ClaimRequest {
         lease_ms_by_kind: vec![("test".into(), lease_ms)],
         default_lease_ms: lease_ms,
         due_within_ms: None,
+        readmitted: Vec::new(),
     }
 }
 

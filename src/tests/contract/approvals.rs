@@ -1077,6 +1077,7 @@ async fn a_replay_whose_last_lease_expires_is_failed_by_the_sweep_and_counted(db
             lease_ms_by_kind: vec![(kinds::FIELD_UPDATE.into(), 50)],
             default_lease_ms: 50,
             due_within_ms: None,
+            readmitted: Vec::new(),
         })
         .await
         .unwrap();

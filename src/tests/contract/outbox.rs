@@ -951,10 +951,28 @@ async fn a_claim_never_hands_out_more_than_its_batch_size(db: &TestDb) {
     store.close().await;
 }
 
+/// The ids one claim leaving out `avoid` hands out, sorted.
+async fn claimed_ids(
+    store: &SqlStore,
+    request: &herald::store::ports::ClaimRequest,
+    avoid: &[String],
+) -> Vec<String> {
+    let mut ids: Vec<String> = store
+        .claim_avoiding(request, avoid)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_id)
+        .collect();
+    ids.sort();
+    ids
+}
+
 /// A claim with a window (`due_within_ms`, what `outbox::frontier` sets after a
 /// drained claim) takes only pending events due inside it, still leaving out the
-/// avoided destinations and still reclaiming expired leases of any age; the
-/// events before it are claimed by the next claim without one.
+/// avoided destinations and still reclaiming expired leases of any age; with
+/// destinations readmitted it takes theirs whole, oldest first; the events before
+/// the window are claimed by the next claim without one.
 async fn a_windowed_claim_takes_only_events_due_within_its_window(db: &TestDb) {
     let store = db.store().await;
     let with_destination = |id: &str, origin: &str| {
@@ -967,11 +985,13 @@ async fn a_windowed_claim_takes_only_events_due_within_its_window(db: &TestDb) {
     enqueue(&store, &[event("expired-lease")]).await;
     let leased = claim(&store, &claim_request(1, 30_000)).await;
     assert_eq!(leased.len(), 1);
+    let third = "https://third.example:443";
     enqueue(
         &store,
         &[
             with_destination("old-other", other),
             with_destination("old-busy", busy),
+            with_destination("old-third", third),
         ],
     )
     .await;
@@ -998,30 +1018,29 @@ async fn a_windowed_claim_takes_only_events_due_within_its_window(db: &TestDb) {
         due_within_ms: Some(30_000),
         ..claim_request(10, 30_000)
     };
-    let mut first: Vec<String> = store
-        .claim_avoiding(&windowed, &avoid)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.event_id)
-        .collect();
-    first.sort();
     assert_eq!(
-        first,
-        vec!["expired-lease".to_string(), "new-other".to_string()],
+        claimed_ids(&store, &windowed, &avoid).await,
+        ["expired-lease", "new-other"],
         "the window, and the expired lease"
     );
-
-    let rest: Vec<String> = store
-        .claim_avoiding(&claim_request(10, 30_000), &avoid)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.event_id)
-        .collect();
-    assert_eq!(rest, vec!["old-other".to_string()], "a full claim");
     assert_eq!(status(&store, "old-busy").await, DeliveryStatus::Pending);
     assert_eq!(status(&store, "new-busy").await, DeliveryStatus::Pending);
+
+    // `busy` back: its events of any age, then the window (nothing new in it).
+    let readmitted = herald::store::ports::ClaimRequest {
+        readmitted: vec![busy.to_string()],
+        ..windowed
+    };
+    assert_eq!(
+        claimed_ids(&store, &readmitted, &[]).await,
+        ["new-busy", "old-busy"],
+        "the readmitted destination whole"
+    );
+    assert_eq!(
+        claimed_ids(&store, &claim_request(10, 30_000), &[]).await,
+        ["old-other", "old-third"],
+        "a full claim"
+    );
     store.close().await;
 }
 

@@ -44,6 +44,7 @@ fn claim_request(lease_ms: i64) -> ClaimRequest {
         lease_ms_by_kind: vec![("test".into(), lease_ms)],
         default_lease_ms: lease_ms,
         due_within_ms: None,
+        readmitted: Vec::new(),
     }
 }
 

@@ -43,6 +43,7 @@ async fn claim_one(store: &herald::store::SqlStore, e: NewEvent) -> Settlement {
             lease_ms_by_kind: vec![("test".into(), 30_000)],
             default_lease_ms: 30_000,
             due_within_ms: None,
+            readmitted: Vec::new(),
         })
         .await
         .unwrap();

@@ -180,6 +180,21 @@ async fn record_field_updates_apply_in_commit_order_through_a_sigkill_and_two_pr
         store.get_event(&last).await.unwrap().unwrap().status == DeliveryStatus::Completed
     })
     .await;
+    // A replay completes in its FieldUpdate's own transaction; its attempt is
+    // logged by the settlement just after. Both processes stay up until it is.
+    wait_for(
+        "every attempt logged",
+        Duration::from_secs(30),
+        async || {
+            for id in &lane {
+                if store.attempts(id).await.unwrap().is_empty() {
+                    return false;
+                }
+            }
+            true
+        },
+    )
+    .await;
     drop(second);
     drop(third);
     let mut previous_done = 0;
