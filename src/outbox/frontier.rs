@@ -65,9 +65,8 @@ struct Swept {
 }
 
 /// One claim loop's memory of its last drained claim.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct ClaimFrontier {
-    full_walk_every: Duration,
     swept: Option<Swept>,
     /// Set from the settler when a lane moved: a lane's next event may be stamped
     /// long before any window.
@@ -75,9 +74,8 @@ pub struct ClaimFrontier {
 }
 
 impl ClaimFrontier {
-    pub fn new(full_walk_every: Duration) -> Self {
+    pub fn new() -> Self {
         ClaimFrontier {
-            full_walk_every,
             swept: None,
             stale: Arc::new(AtomicBool::new(false)),
         }
@@ -155,7 +153,7 @@ impl ClaimFrontier {
         // later claim may leave out.
         let next_full_walk = match (&self.swept, window_ms) {
             (Some(swept), Some(_)) => swept.next_full_walk,
-            _ => began + self.full_walk_every.max(walked),
+            _ => began + FULL_WALK_EVERY.max(walked),
         };
         self.swept = Some(Swept {
             left_out: left_out.to_vec(),
@@ -189,7 +187,7 @@ mod tests {
 
     /// A frontier after one drained full walk leaving out BUSY, begun at `t0`.
     fn after_full_walk(t0: Instant) -> ClaimFrontier {
-        let mut frontier = ClaimFrontier::new(FULL_WALK_EVERY);
+        let mut frontier = ClaimFrontier::new();
         assert_eq!(frontier.window_ms(&left_out(&[BUSY]), t0), None);
         frontier.claimed(
             &left_out(&[BUSY]),
@@ -229,7 +227,7 @@ mod tests {
             }
         );
         // Too many back at once: a full walk.
-        let mut many = ClaimFrontier::new(FULL_WALK_EVERY);
+        let mut many = ClaimFrontier::new();
         let origins: Vec<String> = (0..=MAX_READMITTED)
             .map(|i| format!("https://o{i}.example:443"))
             .collect();

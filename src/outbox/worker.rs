@@ -32,9 +32,6 @@ pub struct WorkerConfig {
     pub poll_interval: Duration,
     /// How long shutdown waits for in-flight work before leaving it to its leases.
     pub drain_deadline: Duration,
-    /// The longest time between two claims that walk every due event while
-    /// destinations are left out ([`super::frontier`]).
-    pub full_walk_every: Duration,
 }
 
 impl Default for WorkerConfig {
@@ -45,7 +42,6 @@ impl Default for WorkerConfig {
             concurrency: 64,
             poll_interval: Duration::from_secs(1),
             drain_deadline: Duration::from_secs(30),
-            full_walk_every: super::frontier::FULL_WALK_EVERY,
         }
     }
 }
@@ -179,7 +175,7 @@ impl Worker {
         let slots = Arc::new(Semaphore::new(concurrency));
         let in_flight: InFlight = Arc::new(Mutex::new(HashMap::new()));
         let (finished_tx, finished_rx) = mpsc::channel::<Finished>(concurrency * 2);
-        let mut frontier = ClaimFrontier::new(self.config.full_walk_every);
+        let mut frontier = ClaimFrontier::new();
 
         let settler = tokio::spawn(settle_loop(
             self.store.clone(),

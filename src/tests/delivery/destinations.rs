@@ -29,29 +29,15 @@ async fn all_in(
 /// How long the breaker stays open before its probe.
 const BREAKER_OPEN_MS: u64 = 10_000;
 
-fn routes_file(receiver: &Receiver) -> tempfile::NamedTempFile {
-    let text = format!(
-        r#"
-[[routes]]
-name = "hooks"
-channel = "webhook"
-url = "{url}"
-max_in_flight = 2
-"#,
-        url = receiver.url_for("hooks")
-    );
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), text).unwrap();
-    file
-}
-
-/// A server whose `hooks` route points at `receiver`, polling every 50 ms, with
-/// `settings` on top; the routes file lives as long as the server needs it.
-async fn hooks_server(
-    receiver: &Receiver,
+/// A server reading `routes` (a routes file's text), sending to loopback, polling
+/// every 50 ms, with `settings` on top; the routes file lives as long as the
+/// server needs it.
+async fn server_with_routes(
+    routes: String,
     settings: impl FnOnce(&mut herald::config::SettingsArgs),
 ) -> (TestServer, tempfile::NamedTempFile) {
-    let file = routes_file(receiver);
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), routes).unwrap();
     let path = file.path().to_path_buf();
     let server = TestServer::start_with(move |args| {
         args.config = Some(path);
@@ -61,6 +47,25 @@ async fn hooks_server(
     })
     .await;
     (server, file)
+}
+
+/// A server whose `hooks` route (capped at 2 in flight) points at `receiver`
+/// ([`server_with_routes`]).
+async fn hooks_server(
+    receiver: &Receiver,
+    settings: impl FnOnce(&mut herald::config::SettingsArgs),
+) -> (TestServer, tempfile::NamedTempFile) {
+    let routes = format!(
+        r#"
+[[routes]]
+name = "hooks"
+channel = "webhook"
+url = "{url}"
+max_in_flight = 2
+"#,
+        url = receiver.url_for("hooks")
+    );
+    server_with_routes(routes, settings).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -491,7 +496,7 @@ async fn claims_leaving_a_backlogged_destination_out_look_only_at_what_is_new() 
     let busy = Receiver::start().await;
     busy.pause();
     let hooks = Receiver::start().await;
-    let text = format!(
+    let routes = format!(
         r#"
 [[routes]]
 name = "busy"
@@ -507,15 +512,7 @@ url = "{hooks}"
         busy = busy.url_for("busy"),
         hooks = hooks.url_for("hooks")
     );
-    let routes = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(routes.path(), text).unwrap();
-    let path = routes.path().to_path_buf();
-    let server = TestServer::start_with(move |args| {
-        args.config = Some(path);
-        args.destination_allowlist = Some("127.0.0.0/8".into());
-        args.worker_poll_interval_ms = Some(50);
-    })
-    .await;
+    let (server, _routes) = server_with_routes(routes, |_| {}).await;
     let base = format!("http://{}", server.addr);
     let operator = server.token(Role::Operator).await;
     let store = server.db.store().await;
