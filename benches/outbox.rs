@@ -475,6 +475,7 @@ async fn probe(engine: Engine, n: usize) {
                 default_lease_ms: 60_000,
                 due_within_ms: None,
                 readmitted: Vec::new(),
+                metered: Vec::new(),
             })
             .await
             .unwrap();

@@ -18,6 +18,9 @@
 //!   is given back with [`Settle::Deferred`]: `pending` again, the claim's
 //!   attempt returned, due shortly (cap) or at the probe time (breaker), and
 //!   counted in `herald_outbox_claims_handed_back_total` by reason.
+//! * **Metered.** A destination known to be slow ([`pace`]) would have most of
+//!   such a claim handed back, so it is left out of the claim's walk and claimed
+//!   apart, at most the places it frees in time ([`DestinationHealth::metered`]).
 //!
 //! The breaker: consecutive retryable failures are counted in each node's
 //! memory; at the threshold the breaker opens, which is written to the shared
@@ -32,13 +35,14 @@
 use super::availability::{StoreBackoff, StoreHealth};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
 use super::model::{ClaimedEvent, Settle};
+use super::pace::{self, Paces};
 use crate::store::ports::{BreakerRecord, DestinationStore};
 
 /// The label of destinations that are no configured route's: run callbacks.
@@ -59,6 +63,19 @@ const MAX_DESTINATION_LEN: usize = 191;
 /// its waiting events to the probe time): a claim's size never grows with the
 /// number of sick destinations.
 pub const MAX_AVOIDED: usize = 128;
+
+/// The most destinations one claim meters (each is a statement of its own).
+pub const MAX_METERED: usize = 8;
+
+/// A metered destination's room counts the places its attempts in flight free
+/// within this long: half of [`CAP_WAIT`], so its waiting events find one in time
+/// while its latency wavers.
+const METERED_WAIT: Duration = Duration::from_millis(500);
+
+/// How long a destination whose metered pick took all it was allowed stays
+/// metered while idle (its attempts all ended before the next pick). Then it is
+/// forgotten at the next sync, like any idle destination.
+pub const BACKLOG_MEMORY: Duration = Duration::from_secs(1);
 
 /// The destination a planner stores with an event sent to `url`: its origin
 /// (`routes::origin`), unless that is too long to track.
@@ -127,9 +144,18 @@ struct Destination {
     place_freed: Arc<Notify>,
     failures: u32,
     breaker: Breaker,
+    /// Until when it is kept (and metered) while idle: a metered pick took all it
+    /// was allowed, so it may have more due.
+    backlog_until: Option<Instant>,
 }
 
 impl Destination {
+    /// Whether a metered pick filled its room lately ([`BACKLOG_MEMORY`]).
+    fn has_backlog(&self) -> bool {
+        self.backlog_until
+            .is_some_and(|until| Instant::now() < until)
+    }
+
     /// Opens this destination's breaker for `open_ms`: the change to share.
     fn open_for(&mut self, open_ms: i64) -> Change {
         self.breaker = Breaker::Open {
@@ -180,6 +206,7 @@ impl HandBack {
 pub struct Ticket {
     origin: Option<String>,
     probe: bool,
+    admitted: Instant,
 }
 
 /// One look at a destination for a claimed event.
@@ -228,6 +255,8 @@ pub struct DestinationHealth {
     store: Arc<dyn DestinationStore>,
     metrics: Arc<Metrics>,
     destinations: Mutex<HashMap<String, Destination>>,
+    /// How quickly each destination answers (kept past its idle moments).
+    paces: Mutex<Paces>,
     /// Every label a breaker gauge was set for (a few: routes and `callback`).
     shown_labels: Mutex<std::collections::HashSet<String>>,
     /// Wakes idle workers when a destination they left out of their claims has
@@ -249,6 +278,7 @@ impl DestinationHealth {
             store,
             metrics,
             destinations: Mutex::new(HashMap::new()),
+            paces: Mutex::new(Paces::default()),
             shown_labels: Mutex::new(Default::default()),
             room: Arc::new(Notify::new()),
         }
@@ -273,6 +303,7 @@ impl DestinationHealth {
                 place_freed: Arc::new(Notify::new()),
                 failures: 0,
                 breaker: Breaker::Closed,
+                backlog_until: None,
             }
         })
     }
@@ -305,28 +336,94 @@ impl DestinationHealth {
         avoided.into_iter().map(|(_, origin)| origin).collect()
     }
 
+    /// Destinations a claim of `limit` events should take apart, each at most its
+    /// room ([`pace::room`]): busy ones with a free place, whose pace is known and
+    /// whose room is below `limit` (a claim could otherwise take events that would
+    /// wait out [`CAP_WAIT`] and be handed back). Smallest room first, at most
+    /// [`MAX_METERED`]. Idle destinations are metered only shortly after a full
+    /// metered pick ([`BACKLOG_MEMORY`]): a claim spends a statement on each.
+    pub fn metered(&self, limit: usize) -> Vec<(String, u32)> {
+        let busy: Vec<(String, usize, usize)> = self.with(|map| {
+            map.iter()
+                .filter(|(origin, d)| {
+                    origin.len() <= MAX_DESTINATION_LEN
+                        && d.breaker == Breaker::Closed
+                        && d.in_flight + d.waiting < d.cap
+                        && (d.in_flight + d.waiting > 0 || d.has_backlog())
+                })
+                .map(|(origin, d)| (origin.clone(), d.cap - d.in_flight - d.waiting, d.in_flight))
+                .collect()
+        });
+        if busy.is_empty() {
+            return Vec::new();
+        }
+        let paces = self.paces.lock().unwrap_or_else(|p| p.into_inner());
+        let mut metered: Vec<(usize, String)> = busy
+            .into_iter()
+            .filter_map(|(origin, free, in_flight)| {
+                let room = pace::room(free, in_flight, paces.latency(&origin)?, METERED_WAIT);
+                (room < limit).then_some((room, origin))
+            })
+            .collect();
+        metered.sort_unstable();
+        metered.truncate(MAX_METERED);
+        metered
+            .into_iter()
+            .map(|(room, origin)| (origin, room as u32))
+            .collect()
+    }
+
     /// How many destinations this node holds state for (idle healthy ones are
     /// forgotten).
     pub fn tracked(&self) -> usize {
         self.with(|map| map.len())
     }
 
-    /// Whether `event` may be sent now.
+    /// Records a claim made with `metered` that took `claimed`. Each claimed
+    /// event counts as waiting for a place under its destination's cap from now,
+    /// not only once its [`admit`] runs (in a task of its own), so the next claim,
+    /// made meanwhile, sees the places it will take; call [`admit`] for each.
+    /// A metered destination that got all it was allowed may have more due: it is
+    /// kept and metered while idle for [`BACKLOG_MEMORY`] after. (A short pick
+    /// proves nothing: another claim loop, of other kinds, shares this state.)
+    ///
+    /// [`admit`]: DestinationHealth::admit
+    pub fn took(&self, metered: &[(String, u32)], claimed: &[ClaimedEvent]) {
+        self.with(|map| {
+            let mut taken: HashMap<&str, u32> = HashMap::new();
+            for origin in claimed.iter().filter_map(|e| e.destination.as_deref()) {
+                self.entry(map, origin).waiting += 1;
+                *taken.entry(origin).or_default() += 1;
+            }
+            for (origin, room) in metered {
+                if taken.get(origin.as_str()).is_some_and(|n| n >= room) {
+                    if let Some(d) = map.get_mut(origin) {
+                        d.backlog_until = Some(Instant::now() + BACKLOG_MEMORY);
+                    }
+                }
+            }
+        });
+    }
+
+    /// Whether `event`, counted by [`took`](DestinationHealth::took) when
+    /// claimed, may be sent now.
     pub async fn admit(&self, event: &ClaimedEvent) -> Admission {
         let Some(origin) = event.destination.clone() else {
             return Admission::Go(Ticket {
                 origin: None,
                 probe: false,
+                admitted: Instant::now(),
             });
         };
         let give_up = tokio::time::Instant::now() + CAP_WAIT;
-        let mut waited = false;
+        // Counted as waiting since its reservation.
+        let mut waited = true;
         loop {
             let now = now_ms();
             let decision = self.with(|map| {
                 let d = self.entry(map, &origin);
                 if waited {
-                    d.waiting -= 1;
+                    d.waiting = d.waiting.saturating_sub(1);
                 }
                 match d.breaker {
                     Breaker::Closed if d.in_flight < d.cap => {
@@ -350,6 +447,7 @@ impl DestinationHealth {
                     return Admission::Go(Ticket {
                         origin: Some(origin),
                         probe: false,
+                        admitted: Instant::now(),
                     })
                 }
                 Decision::GiveBack(delay_ms) => {
@@ -365,7 +463,10 @@ impl DestinationHealth {
                         .await
                         .is_err()
                     {
-                        self.with(|map| self.entry(map, &origin).waiting -= 1);
+                        self.with(|map| {
+                            let d = self.entry(map, &origin);
+                            d.waiting = d.waiting.saturating_sub(1);
+                        });
                         // (Should its breaker have opened meanwhile, the store
                         // makes it wait for the probe instead.)
                         return Admission::Wait {
@@ -397,6 +498,7 @@ impl DestinationHealth {
                     Admission::Go(Ticket {
                         origin: Some(origin.clone()),
                         probe: true,
+                        admitted: Instant::now(),
                     })
                 }
                 (_, Breaker::Open { open_ms, .. }) => {
@@ -427,6 +529,10 @@ impl DestinationHealth {
             return;
         };
         let verdict = if tested_destination {
+            self.paces
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .record(&origin, ticket.admitted.elapsed());
             verdict(settle)
         } else {
             Verdict::Untested
@@ -644,7 +750,11 @@ impl DestinationHealth {
 /// afresh, so memory follows the destinations in use, not every one ever seen.
 fn forget_if_idle(map: &mut HashMap<String, Destination>, origin: &str) {
     if map.get(origin).is_some_and(|d| {
-        d.breaker == Breaker::Closed && d.failures == 0 && d.in_flight == 0 && d.waiting == 0
+        d.breaker == Breaker::Closed
+            && d.failures == 0
+            && d.in_flight == 0
+            && d.waiting == 0
+            && !d.has_backlog()
     }) {
         map.remove(origin);
     }

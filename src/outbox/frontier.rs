@@ -1,7 +1,7 @@
 //! How far back a claim that leaves destinations out must look.
 //!
-//! A claim that leaves out busy destinations ([`DestinationHealth::avoid`])
-//! walks the due events in `next_attempt_at` order past every event of those
+//! A claim that leaves out busy destinations ([`DestinationHealth::avoid`], and
+//! the metered ones it claims apart) walks the due events in `next_attempt_at` order past every event of those
 //! destinations. When one of them has a backlog (one receiver at its cap with
 //! 150,000 events due), every such claim walks the whole backlog: 906 ms a claim
 //! on PostgreSQL at 158,886 due, repeated on every commit's wake, until the

@@ -11,6 +11,7 @@ pub mod handler;
 pub mod maintenance;
 pub mod metrics;
 pub mod model;
+pub mod pace;
 pub mod peer_notice;
 pub mod policy;
 pub mod retention;

@@ -135,7 +135,7 @@ impl Worker {
         self
     }
 
-    fn claim_request(&self, limit: u32, reach: Reach) -> ClaimRequest {
+    fn claim_request(&self, limit: u32, reach: Reach, metered: Vec<(String, u32)>) -> ClaimRequest {
         let kinds = self.registry.kinds();
         let lease_ms_by_kind = kinds
             .iter()
@@ -154,6 +154,7 @@ impl Worker {
             default_lease_ms: 60_000,
             due_within_ms: reach.window_ms,
             readmitted: reach.readmitted,
+            metered,
         }
     }
 
@@ -206,16 +207,21 @@ impl Worker {
             };
             let free = slots.available_permits() + 1;
             let limit = free.min(self.config.batch_size as usize) as u32;
-            let avoid = self
-                .destinations
-                .as_ref()
-                .map(|d| d.avoid())
-                .unwrap_or_default();
+            let (avoid, metered) = match &self.destinations {
+                Some(health) => (health.avoid(), health.metered(limit as usize)),
+                None => Default::default(),
+            };
+            // Metered destinations are claimed apart: the walk leaves them out too.
+            let left_out: Vec<String> = avoid
+                .iter()
+                .chain(metered.iter().map(|(destination, _)| destination))
+                .cloned()
+                .collect();
             let began = Instant::now();
-            let reach = frontier.reach(&avoid, began);
+            let reach = frontier.reach(&left_out, began);
             let window_ms = reach.window_ms;
-            let request = self.claim_request(limit, reach);
-            if !avoid.is_empty() {
+            let request = self.claim_request(limit, reach, metered.clone());
+            if !left_out.is_empty() {
                 self.metrics.record_claim_leaving_out(window_ms.is_some());
             }
             let claimed = match self.store.claim_avoiding(&request, &avoid).await {
@@ -223,7 +229,10 @@ impl Worker {
                     self.health.succeeded();
                     backoff.reset();
                     let drained = events.len() < limit as usize;
-                    frontier.claimed(&avoid, window_ms, drained, began, Instant::now());
+                    frontier.claimed(&left_out, window_ms, drained, began, Instant::now());
+                    if let Some(health) = &self.destinations {
+                        health.took(&metered, &events);
+                    }
                     events
                 }
                 Err(err) => {

@@ -745,8 +745,30 @@ impl OutboxStore for SqlStore {
             )
             .await?;
         let due = format!("status = 'pending' AND next_attempt_at <= {now}");
+        // Metered destinations first, each at most its share and a range of its
+        // index; the rest of the claim leaves them out.
+        let walk_avoids: Vec<String> = avoid
+            .iter()
+            .cloned()
+            .chain(
+                request
+                    .metered
+                    .iter()
+                    .map(|(destination, _)| destination.clone()),
+            )
+            .collect();
+        let metered = request.metered.iter().map(|(destination, most)| {
+            let pick = ClaimPick {
+                filter: &due,
+                window_ms: None,
+                destinations: std::slice::from_ref(destination),
+                recheck: &due,
+                order: "next_attempt_at",
+            };
+            (pick, *most, &[][..])
+        });
         // With a window, destinations the window's claim left out and this one
-        // does not have events of any age: theirs first, each destination a range
+        // does not have events of any age: theirs next, each destination a range
         // of its index; then the window, a range of the due index, so a left-out
         // destination's backlog before it is not walked again.
         let readmitted = ClaimPick {
@@ -761,14 +783,21 @@ impl OutboxStore for SqlStore {
             destinations: &[],
             ..readmitted
         };
-        let picks = match request.due_within_ms {
+        let walks = match request.due_within_ms {
             Some(_) if !request.readmitted.is_empty() => vec![readmitted, windowed],
             _ => vec![windowed],
         };
-        for pick in picks {
-            let remaining = request.limit.saturating_sub(claimed.len() as u32);
+        let picks: Vec<(ClaimPick, u32, &[String])> = metered
+            .chain(
+                walks
+                    .into_iter()
+                    .map(|pick| (pick, request.limit, walk_avoids.as_slice())),
+            )
+            .collect();
+        for (pick, most, avoid) in picks {
+            let remaining = request.limit.saturating_sub(claimed.len() as u32).min(most);
             if remaining == 0 {
-                break;
+                continue;
             }
             // A token of its own: where rows are read back by token (MySQL), the
             // ones claimed before must not come back a second time.

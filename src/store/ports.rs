@@ -297,6 +297,11 @@ pub struct ClaimRequest {
     /// Their due events are claimed whatever their age (through the destination
     /// index), first.
     pub readmitted: Vec<String>,
+    /// Destinations claimed apart, each at most its number of events (whatever
+    /// their age, through the destination index, first) and left out of the rest
+    /// of the claim: slow ones, whose events beyond that would only be handed
+    /// back (`outbox::pace`).
+    pub metered: Vec<(String, u32)>,
 }
 
 /// An operator's retry: a compare-and-set on the status they saw.

@@ -84,6 +84,7 @@ pub fn claim_request(limit: u32, lease_ms: i64) -> ClaimRequest {
         default_lease_ms: lease_ms,
         due_within_ms: None,
         readmitted: Vec::new(),
+        metered: Vec::new(),
     }
 }
 

@@ -1078,6 +1078,7 @@ async fn a_replay_whose_last_lease_expires_is_failed_by_the_sweep_and_counted(db
             default_lease_ms: 50,
             due_within_ms: None,
             readmitted: Vec::new(),
+            metered: Vec::new(),
         })
         .await
         .unwrap();

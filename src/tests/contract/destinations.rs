@@ -7,14 +7,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald::outbox::destinations::{Admission, DestinationHealth, HealthConfig, MAX_AVOIDED};
+use herald::outbox::destinations::{
+    Admission, DestinationHealth, HealthConfig, Ticket, BACKLOG_MEMORY, MAX_AVOIDED,
+};
 use herald::outbox::metrics::Metrics;
 use herald::outbox::model::{ClaimedEvent, Settle, Source};
 use herald::store::ports::DestinationStore;
 use herald::store::SqlStore;
 use testkit::TestDb;
 
-testkit::contract_tests!(sick_destinations_bound_the_claim_and_healthy_ones_are_forgotten,);
+testkit::contract_tests!(
+    sick_destinations_bound_the_claim_and_healthy_ones_are_forgotten,
+    only_busy_destinations_known_to_be_slow_are_metered,
+);
 
 const SICK: usize = 300;
 
@@ -89,6 +94,7 @@ async fn sick_destinations_bound_the_claim_and_healthy_ones_are_forgotten(db: &T
     // Many healthy destinations, one delivery each: nothing is kept.
     for i in 0..500 {
         let event = claimed(i, &format!("http://healthy-{i}.example"));
+        health.took(&[], std::slice::from_ref(&event));
         let Admission::Go(ticket) = health.admit(&event).await else {
             panic!("a healthy destination admits its event");
         };
@@ -99,5 +105,66 @@ async fn sick_destinations_bound_the_claim_and_healthy_ones_are_forgotten(db: &T
         0,
         "idle healthy destinations are forgotten"
     );
+    store.close().await;
+}
+
+/// Claims `event` and admits it, as the worker does.
+async fn admitted(health: &DestinationHealth, event: &ClaimedEvent) -> Ticket {
+    health.took(&[], std::slice::from_ref(event));
+    let Admission::Go(ticket) = health.admit(event).await else {
+        panic!("a destination with free places admits its event");
+    };
+    ticket
+}
+
+/// A claim meters (`DestinationHealth::metered`) a destination only while it is
+/// busy and known to be slow, at most its free places and the places its attempts
+/// in flight free within half a second; an idle one only shortly after a metered
+/// pick took all it was allowed.
+async fn only_busy_destinations_known_to_be_slow_are_metered(db: &TestDb) {
+    let store = db.store().await;
+    let health = health(&store);
+    let (slow, fast) = ("http://slow.example", "http://fast.example");
+    // Their pace: one attempt each, of 200 ms and of nothing.
+    for (origin, took) in [(slow, Duration::from_millis(200)), (fast, Duration::ZERO)] {
+        let ticket = admitted(&health, &claimed(0, origin)).await;
+        tokio::time::sleep(took).await;
+        health.finished(ticket, &Settle::Completed, true).await;
+    }
+    assert!(health.metered(256).is_empty(), "idle destinations are not");
+
+    // Busy, one attempt in flight each (cap 16).
+    let in_flight = [
+        admitted(&health, &claimed(1, slow)).await,
+        admitted(&health, &claimed(1, fast)).await,
+    ];
+    let metered = health.metered(256);
+    assert_eq!(metered.len(), 1, "{metered:?}");
+    let (origin, room) = metered[0].clone();
+    assert_eq!(origin, slow);
+    // 15 free, and the attempt in flight turns over about 2.5 times in 500 ms.
+    assert!((15..=17).contains(&room), "{room}");
+    assert!(
+        health.metered(room as usize).is_empty(),
+        "a room not below the claim's limit bounds nothing"
+    );
+    for ticket in in_flight {
+        health.finished(ticket, &Settle::Completed, true).await;
+    }
+    assert!(health.metered(256).is_empty(), "idle again");
+
+    // A metered pick that took all it was allowed: metered while idle, briefly.
+    let share = [(slow.to_string(), 2)];
+    let batch = [claimed(2, slow), claimed(3, slow)];
+    health.took(&share, &batch);
+    for event in &batch {
+        let Admission::Go(ticket) = health.admit(event).await else {
+            panic!("room for both");
+        };
+        health.finished(ticket, &Settle::Completed, true).await;
+    }
+    assert_eq!(health.metered(256), [(slow.to_string(), 16)], "its backlog");
+    tokio::time::sleep(BACKLOG_MEMORY).await;
+    assert!(health.metered(256).is_empty(), "forgotten after");
     store.close().await;
 }

@@ -39,6 +39,7 @@ testkit::contract_tests!(
     a_second_failure_keeps_the_first_dead_letter,
     a_claim_never_hands_out_more_than_its_batch_size,
     a_windowed_claim_takes_only_events_due_within_its_window,
+    a_metered_destination_is_claimed_at_most_its_share_oldest_first,
     a_manual_retry_leaves_the_run_untouched,
     the_gauges_show_an_old_pending_event_and_an_expired_lease,
 );
@@ -1040,6 +1041,76 @@ async fn a_windowed_claim_takes_only_events_due_within_its_window(db: &TestDb) {
         claimed_ids(&store, &claim_request(10, 30_000), &[]).await,
         ["old-other", "old-third"],
         "a full claim"
+    );
+    store.close().await;
+}
+
+/// A metered destination (`ClaimRequest::metered`, a slow one: `outbox::pace`)
+/// is claimed apart, at most its share and oldest first, and left out of the rest
+/// of the claim; the claim's limit still bounds the whole.
+async fn a_metered_destination_is_claimed_at_most_its_share_oldest_first(db: &TestDb) {
+    let store = db.store().await;
+    let slow = "https://slow.example:443";
+    let to = |id: &str, origin: Option<&str>| {
+        let mut e = event(id);
+        e.destination = origin.map(str::to_string);
+        e
+    };
+    enqueue(
+        &store,
+        &[
+            to("slow-old-1", Some(slow)),
+            to("slow-old-2", Some(slow)),
+            to("slow-old-3", Some(slow)),
+        ],
+    )
+    .await;
+    // Arranged: the old ones due a minute, a second and a half and two seconds
+    // before the rest.
+    for (id, ms) in [
+        ("slow-old-1", 60_000),
+        ("slow-old-2", 2_000),
+        ("slow-old-3", 1_500),
+    ] {
+        let sql = store.engine().sql(
+            "UPDATE outbox_events SET next_attempt_at = next_attempt_at - ? WHERE event_id = ?",
+        );
+        sqlx::query(&sql)
+            .bind(ms as i64)
+            .bind(id)
+            .execute(store.pool())
+            .await
+            .unwrap();
+    }
+    enqueue(
+        &store,
+        &[
+            to("slow-new-1", Some(slow)),
+            to("slow-new-2", Some(slow)),
+            to("other", Some("https://other.example:443")),
+            to("nowhere", None),
+        ],
+    )
+    .await;
+
+    let metered = |limit: u32, share: u32| herald::store::ports::ClaimRequest {
+        metered: vec![(slow.to_string(), share)],
+        ..claim_request(limit, 30_000)
+    };
+    assert_eq!(
+        claimed_ids(&store, &metered(1, 2), &[]).await,
+        ["slow-old-1"],
+        "the limit bounds the whole claim"
+    );
+    assert_eq!(
+        claimed_ids(&store, &metered(10, 2), &[]).await,
+        ["nowhere", "other", "slow-old-2", "slow-old-3"],
+        "its share, oldest first; the rest of the claim leaves it out"
+    );
+    assert_eq!(
+        claimed_ids(&store, &claim_request(10, 30_000), &[]).await,
+        ["slow-new-1", "slow-new-2"],
+        "unmetered, the rest"
     );
     store.close().await;
 }

@@ -45,6 +45,7 @@ fn claim_request(lease_ms: i64) -> ClaimRequest {
         default_lease_ms: lease_ms,
         due_within_ms: None,
         readmitted: Vec::new(),
+        metered: Vec::new(),
     }
 }
 

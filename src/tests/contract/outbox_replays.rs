@@ -44,6 +44,7 @@ async fn claim_one(store: &herald::store::SqlStore, e: NewEvent) -> Settlement {
             default_lease_ms: 30_000,
             due_within_ms: None,
             readmitted: Vec::new(),
+            metered: Vec::new(),
         })
         .await
         .unwrap();

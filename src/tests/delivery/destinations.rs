@@ -387,8 +387,9 @@ async fn each_failed_probe_doubles_the_wait_up_to_its_cap() {
     receiver.stop();
 }
 
-/// One claim takes more events of a destination than its cap has room for: the
-/// cap admits two, and those that find no place within the wait are given back
+/// One claim takes more events of a destination than its cap has room for (its
+/// first: how fast it answers is not known yet, so it is not metered): the cap
+/// admits two, and those that find no place within the wait are given back
 /// unattempted — counted by reason in `herald_outbox_claims_handed_back_total`,
 /// their attempts not spent: once the receiver answers, each event is delivered
 /// with exactly one attempt.
@@ -399,63 +400,14 @@ async fn claims_a_full_destination_cannot_take_in_time_are_handed_back_and_count
     let (server, _routes) = hooks_server(&receiver, |_| {}).await;
     let base = format!("http://{}", server.addr);
     let operator = server.token(Role::Operator).await;
-    let client = reqwest::Client::new();
     let metric = "herald_outbox_claims_handed_back_total{kind=\"delivery\",reason=\"no_place\"}";
     let handed_back = async || testkit::metric_value(&base, metric).await.unwrap_or(0.0);
 
-    // The destination at its cap: two deliveries held at the receiver's gate.
-    let blockers = runs_to(&server, &operator, "hooks", 2).await;
-    wait_for(
-        "the two blockers held at the receiver",
-        Duration::from_secs(15),
-        async || receiver.held_at_gate().len() == 2,
-    )
-    .await;
-    assert_eq!(
-        receiver.held_at_gate(),
-        blockers.iter().cloned().collect(),
-        "the destination is full"
-    );
-
-    // Six more, however many commits they take: a full destination is left
-    // out of every claim, so all six stay pending until it has room, and then
-    // one claim takes them together.
-    let mut runs = Vec::new();
-    for _ in 0..6 {
-        let run = json_of(
-            client
-                .post(server.url("/api/v1/runs"))
-                .bearer_auth(&operator)
-                .json(&json!({"type": "etl", "tenant": "acme", "routes": ["hooks"]})),
-        )
-        .await;
-        runs.push(run["id"].as_str().unwrap().to_string());
-    }
-    let transitions: Vec<Value> = runs
-        .iter()
-        .map(|id| json!({"run_id": id, "to": "succeeded"}))
-        .collect();
-    let done = client
-        .post(server.url("/api/v1/runs/transitions"))
-        .bearer_auth(&operator)
-        .json(&json!({ "transitions": transitions }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(done.status(), StatusCode::OK);
-    let events: Vec<String> = runs
-        .iter()
-        .map(|id| format!("deliver_{id}_hooks"))
-        .collect();
+    // Six in one commit: one claim takes them together.
+    let runs = runs_routed(&server, &operator, "hooks", 6).await;
+    let events = finish_in_one_commit(&server, &operator, "hooks", &runs).await;
     let store = server.db.store().await;
-    assert!(
-        all_in(&store, &events, DeliveryStatus::Pending).await,
-        "the six wait, unclaimed, behind the full destination"
-    );
-    assert_eq!(handed_back().await, 0.0);
-
-    // The blockers answered, the gate stays closed for the six.
-    receiver.release_held();
+    // Two are held at the receiver's gate; the other four find no place.
     wait_for(
         "four claimed events to be handed back",
         Duration::from_secs(15),
@@ -585,6 +537,119 @@ url = "{hooks}"
     assert!(walks("full").await > full_before, "found by a full walk");
     assert!(all_in(&store, &backlog[1..], DeliveryStatus::Pending).await);
     busy.resume();
+}
+
+/// Creates `count` runs routed to `route`; their ids.
+async fn runs_routed(server: &TestServer, token: &str, route: &str, count: usize) -> Vec<String> {
+    let client = reqwest::Client::new();
+    let mut runs = Vec::new();
+    for _ in 0..count {
+        let run = json_of(
+            client
+                .post(server.url("/api/v1/runs"))
+                .bearer_auth(token)
+                .json(&json!({"type": "etl", "tenant": "acme", "routes": [route]})),
+        )
+        .await;
+        runs.push(run["id"].as_str().unwrap().to_string());
+    }
+    runs
+}
+
+/// Finishes `runs` (routed to `route`) in one transitions request, one commit;
+/// their events' ids.
+async fn finish_in_one_commit(
+    server: &TestServer,
+    token: &str,
+    route: &str,
+    runs: &[String],
+) -> Vec<String> {
+    let transitions: Vec<Value> = runs
+        .iter()
+        .map(|id| json!({"run_id": id, "to": "succeeded"}))
+        .collect();
+    // Under an idempotency key a batch commits in one write unit.
+    let done = reqwest::Client::new()
+        .post(server.url("/api/v1/runs/transitions"))
+        .bearer_auth(token)
+        .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
+        .json(&json!({ "transitions": transitions }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(done.status(), StatusCode::OK);
+    runs.iter()
+        .map(|id| format!("deliver_{id}_{route}"))
+        .collect()
+}
+
+/// A destination known to be slow is metered: a claim takes of its events only
+/// its free places and those its attempts in flight free in time, so none waits
+/// out the cap's wait to be handed back. Thirty events due at once to a receiver
+/// answering after 300 ms at a cap of 2 (unmetered, one claim would take all
+/// thirty, send one and hand back most of the rest a second later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_destination_is_claimed_no_more_than_it_can_take_in_time() {
+    let receiver = Receiver::start().await;
+    receiver.set_hold(Duration::from_millis(300));
+    let (server, _routes) = hooks_server(&receiver, |_| {}).await;
+    let base = format!("http://{}", server.addr);
+    let operator = server.token(Role::Operator).await;
+    let store = server.db.store().await;
+    let handed_back = async || {
+        let mut total = 0.0;
+        for reason in ["no_place", "breaker"] {
+            let series = format!(
+                "herald_outbox_claims_handed_back_total{{kind=\"delivery\",reason=\"{reason}\"}}"
+            );
+            total += testkit::metric_value(&base, &series).await.unwrap_or(0.0);
+        }
+        total
+    };
+
+    // Its pace measured: one delivery answered after 300 ms.
+    let first = runs_to(&server, &operator, "hooks", 1).await;
+    wait_for("the first delivery", Duration::from_secs(15), async || {
+        all_in(&store, &first, DeliveryStatus::Completed).await
+    })
+    .await;
+    // Busy: one delivery held for 5 s (the destination is metered only while it
+    // has attempts in flight), then the thirty in one commit.
+    let runs = runs_routed(&server, &operator, "hooks", 30).await;
+    receiver.set_hold(Duration::from_secs(5));
+    let held = runs_to(&server, &operator, "hooks", 1).await;
+    wait_for(
+        "the held delivery to arrive",
+        Duration::from_secs(15),
+        async || receiver.arrivals().contains(&held[0]),
+    )
+    .await;
+    receiver.set_hold(Duration::from_millis(300));
+    let events = finish_in_one_commit(&server, &operator, "hooks", &runs).await;
+    assert!(
+        !all_in(&store, &held, DeliveryStatus::Completed).await,
+        "the thirty were committed while the destination was busy"
+    );
+
+    wait_for(
+        "every event to be delivered",
+        Duration::from_secs(60),
+        async || all_in(&store, &events, DeliveryStatus::Completed).await,
+    )
+    .await;
+    assert_eq!(
+        handed_back().await,
+        0.0,
+        "nothing was claimed only to be handed back"
+    );
+    for id in &events {
+        let event = store.get_event(id).await.unwrap().unwrap();
+        assert_eq!(event.attempts, 1, "{id}");
+    }
+    assert!(receiver.max_in_flight() <= 2, "the cap held");
+    store.close().await;
+    server.stop().await;
+    receiver.stop();
 }
 
 async fn runs_to(server: &TestServer, token: &str, route: &str, count: usize) -> Vec<String> {
