@@ -705,6 +705,12 @@ async fn measure(
     }
     if let Some(backlog) = slow_backlog {
         owe_the_slow_destination(&server.base, &token, backlog, scratch.path()).await;
+        // Before its pace is known, a destination's first claims may take more
+        // than it can take in time (`outbox::pace`): those are counted here.
+        eprintln!(
+            "claims handed back before the load: {}",
+            metric_sum(&server.base, "herald_outbox_claims_handed_back_total").await
+        );
     }
     arrivals.reset();
 

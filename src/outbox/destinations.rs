@@ -338,12 +338,13 @@ impl DestinationHealth {
 
     /// Destinations a claim of `limit` events should take apart, each at most its
     /// room ([`pace::room`]): busy ones with a free place, whose pace is known and
-    /// whose room is below `limit` (a claim could otherwise take events that would
-    /// wait out [`CAP_WAIT`] and be handed back). Smallest room first, at most
+    /// too slow to take `limit` events within [`CAP_WAIT`] even at their cap (a
+    /// claim could otherwise take events that would wait it out and be handed
+    /// back). A fast destination is never metered: its claims stay one statement. Smallest room first, at most
     /// [`MAX_METERED`]. Idle destinations are metered only shortly after a full
     /// metered pick ([`BACKLOG_MEMORY`]): a claim spends a statement on each.
     pub fn metered(&self, limit: usize) -> Vec<(String, u32)> {
-        let busy: Vec<(String, usize, usize)> = self.with(|map| {
+        let busy: Vec<(String, usize, usize, usize)> = self.with(|map| {
             map.iter()
                 .filter(|(origin, d)| {
                     origin.len() <= MAX_DESTINATION_LEN
@@ -351,7 +352,7 @@ impl DestinationHealth {
                         && d.in_flight + d.waiting < d.cap
                         && (d.in_flight + d.waiting > 0 || d.has_backlog())
                 })
-                .map(|(origin, d)| (origin.clone(), d.cap - d.in_flight - d.waiting, d.in_flight))
+                .map(|(origin, d)| (origin.clone(), d.cap, d.in_flight + d.waiting, d.in_flight))
                 .collect()
         });
         if busy.is_empty() {
@@ -360,9 +361,15 @@ impl DestinationHealth {
         let paces = self.paces.lock().unwrap_or_else(|p| p.into_inner());
         let mut metered: Vec<(usize, String)> = busy
             .into_iter()
-            .filter_map(|(origin, free, in_flight)| {
-                let room = pace::room(free, in_flight, paces.latency(&origin)?, METERED_WAIT);
-                (room < limit).then_some((room, origin))
+            .filter_map(|(origin, cap, taken, in_flight)| {
+                let latency = paces.latency(&origin)?;
+                // At its cap it takes `limit` events within the wait: none of a
+                // claim's would be handed back.
+                if pace::turnover(cap, latency, CAP_WAIT) >= limit {
+                    return None;
+                }
+                let room = pace::room(cap - taken, in_flight, latency, METERED_WAIT);
+                Some((room.min(limit), origin))
             })
             .collect();
         metered.sort_unstable();
@@ -379,22 +386,36 @@ impl DestinationHealth {
         self.with(|map| map.len())
     }
 
-    /// Records a claim made with `metered` that took `claimed`. Each claimed
-    /// event counts as waiting for a place under its destination's cap from now,
-    /// not only once its [`admit`] runs (in a task of its own), so the next claim,
-    /// made meanwhile, sees the places it will take; call [`admit`] for each.
+    /// Records a claim made with `metered` that took `claimed`; says, for each
+    /// claimed event, whether it was counted (pass that to [`admit`]). An event
+    /// of a metered destination counts as waiting for a place under its cap from
+    /// now, not only once its [`admit`] runs (in a task of its own): the next
+    /// claim, made meanwhile, must see the places it will take, or it meters
+    /// again from the same free places. (Others are counted by [`admit`]: a fast
+    /// destination's events find their places before the next claim is made, and
+    /// counting them from the claim left it out of claims it had room for.)
     /// A metered destination that got all it was allowed may have more due: it is
     /// kept and metered while idle for [`BACKLOG_MEMORY`] after. (A short pick
     /// proves nothing: another claim loop, of other kinds, shares this state.)
     ///
     /// [`admit`]: DestinationHealth::admit
-    pub fn took(&self, metered: &[(String, u32)], claimed: &[ClaimedEvent]) {
+    pub fn took(&self, metered: &[(String, u32)], claimed: &[ClaimedEvent]) -> Vec<bool> {
         self.with(|map| {
             let mut taken: HashMap<&str, u32> = HashMap::new();
-            for origin in claimed.iter().filter_map(|e| e.destination.as_deref()) {
-                self.entry(map, origin).waiting += 1;
-                *taken.entry(origin).or_default() += 1;
-            }
+            let counted = claimed
+                .iter()
+                .map(|event| {
+                    let Some(origin) = event.destination.as_deref() else {
+                        return false;
+                    };
+                    if !metered.iter().any(|(m, _)| m == origin) {
+                        return false;
+                    }
+                    self.entry(map, origin).waiting += 1;
+                    *taken.entry(origin).or_default() += 1;
+                    true
+                })
+                .collect();
             for (origin, room) in metered {
                 if taken.get(origin.as_str()).is_some_and(|n| n >= room) {
                     if let Some(d) = map.get_mut(origin) {
@@ -402,12 +423,14 @@ impl DestinationHealth {
                     }
                 }
             }
-        });
+            counted
+        })
     }
 
-    /// Whether `event`, counted by [`took`](DestinationHealth::took) when
-    /// claimed, may be sent now.
-    pub async fn admit(&self, event: &ClaimedEvent) -> Admission {
+    /// Whether `event` may be sent now; `counted`: as [`took`] said of it.
+    ///
+    /// [`took`]: DestinationHealth::took
+    pub async fn admit(&self, event: &ClaimedEvent, counted: bool) -> Admission {
         let Some(origin) = event.destination.clone() else {
             return Admission::Go(Ticket {
                 origin: None,
@@ -416,8 +439,8 @@ impl DestinationHealth {
             });
         };
         let give_up = tokio::time::Instant::now() + CAP_WAIT;
-        // Counted as waiting since its reservation.
-        let mut waited = true;
+        // Counted as waiting since its claim ([`took`]), or not yet.
+        let mut waited = counted;
         loop {
             let now = now_ms();
             let decision = self.with(|map| {

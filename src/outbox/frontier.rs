@@ -8,7 +8,8 @@
 //! walks themselves are why delivery falls behind.
 //!
 //! A claim that came back short took every due event of the destinations it did
-//! not leave out. So the next claim that leaves out at least the same ones need
+//! not leave out (unless one of its picks failed after another had committed:
+//! [`Claimed::cut_short`], which proves nothing). So the next claim that leaves out at least the same ones need
 //! only look at events due since that claim began, plus [`LATE_COMMIT_MARGIN`]
 //! for transactions that stamped their events before it and committed after it.
 //! The window is measured on this process's monotonic clock and applied to the
@@ -27,6 +28,7 @@
 //! left out after it.
 //!
 //! [`DestinationHealth::avoid`]: super::destinations::DestinationHealth::avoid
+//! [`Claimed::cut_short`]: crate::store::ports::Claimed::cut_short
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

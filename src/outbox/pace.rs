@@ -56,21 +56,33 @@ impl Paces {
     }
 }
 
-/// How many events a claim may take for a destination with `free` places and
-/// `in_flight` attempts answering in about `latency`: the free places, plus the
-/// places the attempts in flight free within `within` (each place turns over
-/// `within / latency` times). Events beyond the free places wait in memory for
-/// those, so `within` is kept well inside `CAP_WAIT`.
-pub fn room(free: usize, in_flight: usize, latency: Duration, within: Duration) -> usize {
+/// How many attempts `places` busy places answering in about `latency` end
+/// within `within` (each place turns over `within / latency` times).
+pub fn turnover(places: usize, latency: Duration, within: Duration) -> usize {
     // Below a millisecond a destination frees places faster than any claim.
     let turns = within.as_secs_f64() / latency.as_secs_f64().max(0.001);
-    let freed = (in_flight as f64 * turns).min(1e9) as usize;
-    free.saturating_add(freed)
+    (places as f64 * turns).min(1e9) as usize
+}
+
+/// How many events a claim may take for a destination with `free` places and
+/// `in_flight` attempts answering in about `latency`: the free places, plus the
+/// places the attempts in flight free within `within`. Events beyond the free
+/// places wait in memory for those, so `within` is kept well inside `CAP_WAIT`.
+pub fn room(free: usize, in_flight: usize, latency: Duration, within: Duration) -> usize {
+    free.saturating_add(turnover(in_flight, latency, within))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_destination_at_its_cap_turns_its_places_over_as_fast_as_it_answers() {
+        let second = Duration::from_secs(1);
+        assert_eq!(turnover(16, Duration::from_secs(1), second), 16);
+        assert_eq!(turnover(16, Duration::from_millis(10), second), 1_600);
+        assert_eq!(turnover(0, Duration::from_millis(10), second), 0);
+    }
 
     #[test]
     fn the_room_of_a_slow_destination_is_its_free_places_and_what_frees_in_time() {

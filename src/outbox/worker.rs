@@ -17,7 +17,7 @@ use super::frontier::{ClaimFrontier, Reach};
 use super::handler::{Outcome, Registry};
 use super::metrics::Metrics;
 use super::model::{ClaimedEvent, FailedEvent, Settle, Settlement};
-use crate::store::ports::{ClaimRequest, OutboxStore};
+use crate::store::ports::{ClaimRequest, Claimed, OutboxStore};
 use crate::telemetry::{self, TRACE_TARGET};
 
 #[derive(Clone, Debug)]
@@ -224,28 +224,32 @@ impl Worker {
             if !left_out.is_empty() {
                 self.metrics.record_claim_leaving_out(window_ms.is_some());
             }
-            let claimed = match self.store.claim_avoiding(&request, &avoid).await {
-                Ok(events) => {
-                    self.health.succeeded();
-                    backoff.reset();
-                    let drained = events.len() < limit as usize;
-                    frontier.claimed(&left_out, window_ms, drained, began, Instant::now());
-                    if let Some(health) = &self.destinations {
-                        health.took(&metered, &events);
+            let (claimed, counted, drained_due) =
+                match self.store.claim_avoiding(&request, &avoid).await {
+                    Ok(Claimed { events, cut_short }) => {
+                        self.health.succeeded();
+                        backoff.reset();
+                        // Fewer than asked for: nothing more is due now (unless a
+                        // pick failed and others may be).
+                        let drained = !cut_short && events.len() < limit as usize;
+                        frontier.claimed(&left_out, window_ms, drained, began, Instant::now());
+                        let counted = match &self.destinations {
+                            Some(health) => health.took(&metered, &events),
+                            None => vec![false; events.len()],
+                        };
+                        (events, counted, drained)
                     }
-                    events
-                }
-                Err(err) => {
-                    drop(first);
-                    let pause = backoff.pause(self.health.failed(&err));
-                    // Not woken early by commits: an unavailable store gets its pause.
-                    tokio::select! {
-                        _ = tokio::time::sleep(pause) => {},
-                        _ = shutdown.cancelled() => {},
+                    Err(err) => {
+                        drop(first);
+                        let pause = backoff.pause(self.health.failed(&err));
+                        // Not woken early by commits: an unavailable store gets its pause.
+                        tokio::select! {
+                            _ = tokio::time::sleep(pause) => {},
+                            _ = shutdown.cancelled() => {},
+                        }
+                        continue;
                     }
-                    continue;
-                }
-            };
+                };
             if claimed.is_empty() {
                 drop(first);
                 self.idle(&shutdown).await;
@@ -277,11 +281,7 @@ impl Worker {
                         .insert(event.event_id.clone());
                 }
             }
-            // Fewer than asked for: nothing more is due now. Claiming again at once
-            // would find nothing and still take the store's write lock; the next
-            // commit wakes this loop (a wake sent meanwhile is kept).
-            let drained_due = claimed.len() < limit as usize;
-            for (event, permit) in claimed.into_iter().zip(permits) {
+            for ((event, permit), counted) in claimed.into_iter().zip(permits).zip(counted) {
                 let registry = self.registry.clone();
                 let tx = finished_tx.clone();
                 let holder = self.config.holder.clone();
@@ -293,7 +293,7 @@ impl Worker {
                         let finished = match destinations {
                             None => run_one(&registry, &metrics, &holder, event, permit).await,
                             Some(health) => match health
-                                .admit(&event)
+                                .admit(&event, counted)
                                 .instrument(tracing::info_span!(target: TRACE_TARGET, "claim"))
                                 .await
                             {
@@ -320,6 +320,9 @@ impl Worker {
                     .instrument(span),
                 );
             }
+            // Nothing more is due now: claiming again at once would find nothing
+            // and still take the store's write lock; the next commit wakes this
+            // loop (a wake sent meanwhile is kept).
             if drained_due {
                 self.idle(&shutdown).await;
             }

@@ -18,8 +18,8 @@ use super::events::{
     SETTLED_STATES,
 };
 use super::ports::{
-    ClaimRequest, ManualRetry, ManualSkip, NewAuditEntry, OutboxStore, SweepReport, Transactions,
-    WriteTx,
+    ClaimRequest, Claimed, ManualRetry, ManualSkip, NewAuditEntry, OutboxStore, SweepReport,
+    Transactions, WriteTx,
 };
 use super::row::{int, opt_int, opt_text, text};
 use super::sql::SqlStore;
@@ -714,16 +714,19 @@ impl OutboxStore for SqlStore {
     }
 
     async fn claim(&self, request: &ClaimRequest) -> Result<Vec<ClaimedEvent>, StoreError> {
-        self.claim_avoiding(request, &[]).await
+        Ok(self.claim_avoiding(request, &[]).await?.events)
     }
 
     async fn claim_avoiding(
         &self,
         request: &ClaimRequest,
         avoid: &[String],
-    ) -> Result<Vec<ClaimedEvent>, StoreError> {
+    ) -> Result<Claimed, StoreError> {
         if request.kinds.is_empty() || request.limit == 0 {
-            return Ok(Vec::new());
+            return Ok(Claimed {
+                events: Vec::new(),
+                cut_short: false,
+            });
         }
         let now = self.engine.now_ms();
         // Expired leases of redeliverable events first: they are the oldest owed work.
@@ -812,11 +815,17 @@ impl OutboxStore for SqlStore {
                 // they would sit `processing` with an attempt spent and nobody sending.
                 Err(err) => {
                     tracing::warn!(error = %err, claimed = claimed.len(), "claiming due events failed; running the ones claimed");
-                    break;
+                    return Ok(Claimed {
+                        events: claimed,
+                        cut_short: true,
+                    });
                 }
             }
         }
-        Ok(claimed)
+        Ok(Claimed {
+            events: claimed,
+            cut_short: false,
+        })
     }
 
     async fn renew(

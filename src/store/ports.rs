@@ -304,6 +304,16 @@ pub struct ClaimRequest {
     pub metered: Vec<(String, u32)>,
 }
 
+/// What one claim took ([`OutboxStore::claim_avoiding`]).
+#[derive(Debug)]
+pub struct Claimed {
+    pub events: Vec<super::events::ClaimedEvent>,
+    /// One of its picks failed after others had committed (the failure logged):
+    /// the events it would have taken may still be due, so however few it took,
+    /// this claim did not take every due event.
+    pub cut_short: bool,
+}
+
 /// An operator's retry: a compare-and-set on the status they saw.
 #[derive(Clone, Debug)]
 pub struct ManualRetry {
@@ -391,9 +401,12 @@ pub trait OutboxStore: Transactions {
         &self,
         request: &ClaimRequest,
         avoid: &[String],
-    ) -> Result<Vec<super::events::ClaimedEvent>, StoreError> {
+    ) -> Result<Claimed, StoreError> {
         let _ = avoid;
-        self.claim(request).await
+        Ok(Claimed {
+            events: self.claim(request).await?,
+            cut_short: false,
+        })
     }
     /// Extends the leases still held under `lease_token`; returns how many.
     async fn renew(

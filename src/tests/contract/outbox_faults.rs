@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use herald::outbox::model::{NewEvent, Source};
 use herald::store::ports::Transactions;
-use herald::store::ports::{ClaimRequest, OutboxStore, SweepReport};
+use herald::store::ports::{ClaimRequest, Claimed, OutboxStore, SweepReport};
 use herald::store::SqlStore;
 use testkit::faults::StatusFault;
 use testkit::TestDb;
@@ -79,12 +79,19 @@ async fn a_failed_due_claim_still_hands_out_the_reclaimed_events(db: &TestDb) {
 
     // The reclaim commits; then claiming the due event fails in the database.
     fail_claims_of_pending_events(&store).await;
-    let claimed = store
-        .claim(&claim_request(30_000))
+    let Claimed {
+        events: claimed,
+        cut_short,
+    } = store
+        .claim_avoiding(&claim_request(30_000), &[])
         .await
         .expect("the reclaimed event is handed out despite the second failure");
     let ids: Vec<&str> = claimed.iter().map(|e| e.event_id.as_str()).collect();
     assert_eq!(ids, ["expired"]);
+    assert!(
+        cut_short,
+        "one event of ten is no proof that nothing else is due: the claim says it was cut short"
+    );
     assert_eq!(claimed[0].attempts, 2);
     assert_eq!(status(&store, "due").await, DeliveryStatus::Pending);
     store.close().await;
