@@ -227,8 +227,12 @@ impl Worker {
             let (claimed, counted, drained_due) =
                 match self.store.claim_avoiding(&request, &avoid).await {
                     Ok(Claimed { events, cut_short }) => {
-                        self.health.succeeded();
-                        backoff.reset();
+                        // A claim cut short met a failure (the store logged it):
+                        // it is no sign the store is back.
+                        if !cut_short {
+                            self.health.succeeded();
+                            backoff.reset();
+                        }
                         // Fewer than asked for: nothing more is due now (unless a
                         // pick failed and others may be).
                         let drained = !cut_short && events.len() < limit as usize;

@@ -159,15 +159,26 @@ impl PostgresOutage {
             .execute(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false").as_str())
             .await
             .unwrap();
-        admin
-            .execute(
-                format!(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
-                )
-                .as_str(),
-            )
+        // A connection that passed the startup check just before the ALTER shows
+        // up only afterwards, and a terminated backend is listed until it exits:
+        // terminate until none is left, so no connection serves the outage.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let left: i64 = sqlx::query_scalar(&format!(
+                "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '{name}'"
+            ))
+            .fetch_one(&mut admin)
             .await
             .unwrap();
+            if left == 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{left} connections to {name} outlived the outage's start"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         PostgresOutage { name, admin }
     }
 
