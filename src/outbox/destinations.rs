@@ -340,9 +340,10 @@ impl DestinationHealth {
     /// room ([`pace::room`]): busy ones with a free place, whose pace is known and
     /// too slow to take `limit` events within [`CAP_WAIT`] even at their cap (a
     /// claim could otherwise take events that would wait it out and be handed
-    /// back). A fast destination is never metered: its claims stay one statement. Smallest room first, at most
-    /// [`MAX_METERED`]. Idle destinations are metered only shortly after a full
-    /// metered pick ([`BACKLOG_MEMORY`]): a claim spends a statement on each.
+    /// back). A fast destination is never metered: its claims stay one statement.
+    /// Smallest room first, at most [`MAX_METERED`]. Idle destinations are
+    /// metered only shortly after a full metered pick ([`BACKLOG_MEMORY`]): a
+    /// claim spends a statement on each.
     pub fn metered(&self, limit: usize) -> Vec<(String, u32)> {
         let busy: Vec<(String, usize, usize, usize)> = self.with(|map| {
             map.iter()
