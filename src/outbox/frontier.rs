@@ -1,17 +1,18 @@
 //! How far back a claim that leaves destinations out must look.
 //!
 //! A claim that leaves out busy destinations ([`DestinationHealth::avoid`], and
-//! the metered ones it claims apart) walks the due events in `next_attempt_at` order past every event of those
-//! destinations. When one of them has a backlog (one receiver at its cap with
-//! 150,000 events due), every such claim walks the whole backlog: 906 ms a claim
-//! on PostgreSQL at 158,886 due, repeated on every commit's wake, until the
-//! walks themselves are why delivery falls behind.
+//! the metered ones it claims apart) walks the due events in `next_attempt_at`
+//! order past every event of those destinations. When one of them has a backlog
+//! (one receiver at its cap with 150,000 events due), every such claim walks the
+//! whole backlog: 906 ms a claim on PostgreSQL at 158,886 due, repeated on every
+//! commit's wake, until the walks themselves are why delivery falls behind.
 //!
 //! A claim that came back short took every due event of the destinations it did
 //! not leave out (unless one of its picks failed after another had committed:
-//! [`Claimed::cut_short`], which proves nothing). So the next claim that leaves out at least the same ones need
-//! only look at events due since that claim began, plus [`LATE_COMMIT_MARGIN`]
-//! for transactions that stamped their events before it and committed after it.
+//! [`Claimed::cut_short`], which proves nothing). So the next claim that leaves
+//! out at least the same ones need only look at events due since that claim
+//! began, plus [`LATE_COMMIT_MARGIN`] for transactions that stamped their events
+//! before it and committed after it.
 //! The window is measured on this process's monotonic clock and applied to the
 //! database's (`next_attempt_at > now - window`), so no two clocks are compared.
 //!
@@ -22,8 +23,8 @@
 //! settler marks the frontier stale). Both wait at most for the next full
 //! walk, made every [`FULL_WALK_EVERY`] at least (or, while full walks keep
 //! filling their batch, each after [`WALK_SHARE`] times the last one's duration),
-//! never more than 1/[`WALK_SHARE`] of the time, so a long backlog's walk stays a small share of
-//! the claim loop. A claim leaving nothing out never uses a window (it starts at
+//! never more than 1/[`WALK_SHARE`] of the time, so a long backlog's walk stays
+//! a small share of the claim loop. A claim leaving nothing out never uses a window (it starts at
 //! the head of the due events), but when it drains it proves the same for any set
 //! left out after it.
 //!

@@ -220,7 +220,7 @@ impl Worker {
             let began = Instant::now();
             let reach = frontier.reach(&left_out, began);
             let window_ms = reach.window_ms;
-            let request = self.claim_request(limit, reach, metered.clone());
+            let request = self.claim_request(limit, reach, metered);
             if !left_out.is_empty() {
                 self.metrics.record_claim_leaving_out(window_ms.is_some());
             }
@@ -238,7 +238,7 @@ impl Worker {
                         let drained = !cut_short && events.len() < limit as usize;
                         frontier.claimed(&left_out, window_ms, drained, began, Instant::now());
                         let counted = match &self.destinations {
-                            Some(health) => health.took(&metered, &events),
+                            Some(health) => health.took(&request.metered, &events),
                             None => vec![false; events.len()],
                         };
                         (events, counted, drained)

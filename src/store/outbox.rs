@@ -748,25 +748,25 @@ impl OutboxStore for SqlStore {
             )
             .await?;
         let due = format!("status = 'pending' AND next_attempt_at <= {now}");
+        let every_due = ClaimPick {
+            filter: &due,
+            window_ms: None,
+            destinations: &[],
+            recheck: &due,
+            order: "next_attempt_at",
+        };
         // Metered destinations first, each at most its share and a range of its
         // index; the rest of the claim leaves them out.
-        let walk_avoids: Vec<String> = avoid
-            .iter()
-            .cloned()
-            .chain(
-                request
-                    .metered
-                    .iter()
-                    .map(|(destination, _)| destination.clone()),
-            )
-            .collect();
+        let walk_avoids: std::borrow::Cow<[String]> = if request.metered.is_empty() {
+            avoid.into()
+        } else {
+            let metered = request.metered.iter().map(|(destination, _)| destination);
+            avoid.iter().chain(metered).cloned().collect()
+        };
         let metered = request.metered.iter().map(|(destination, most)| {
             let pick = ClaimPick {
-                filter: &due,
-                window_ms: None,
                 destinations: std::slice::from_ref(destination),
-                recheck: &due,
-                order: "next_attempt_at",
+                ..every_due
             };
             (pick, *most, &[][..])
         });
@@ -775,16 +775,12 @@ impl OutboxStore for SqlStore {
         // of its index; then the window, a range of the due index, so a left-out
         // destination's backlog before it is not walked again.
         let readmitted = ClaimPick {
-            filter: &due,
-            window_ms: None,
             destinations: &request.readmitted,
-            recheck: &due,
-            order: "next_attempt_at",
+            ..every_due
         };
         let windowed = ClaimPick {
             window_ms: request.due_within_ms,
-            destinations: &[],
-            ..readmitted
+            ..every_due
         };
         let walks = match request.due_within_ms {
             Some(_) if !request.readmitted.is_empty() => vec![readmitted, windowed],
@@ -794,7 +790,7 @@ impl OutboxStore for SqlStore {
             .chain(
                 walks
                     .into_iter()
-                    .map(|pick| (pick, request.limit, walk_avoids.as_slice())),
+                    .map(|pick| (pick, request.limit, &*walk_avoids)),
             )
             .collect();
         for (pick, most, avoid) in picks {

@@ -48,6 +48,13 @@ pub(crate) fn event(id: &str) -> NewEvent {
     testkit::test_event(id)
 }
 
+/// An event whose destination (its planner's origin) is `origin`.
+fn event_to(id: &str, origin: Option<&str>) -> NewEvent {
+    let mut e = event(id);
+    e.destination = origin.map(str::to_string);
+    e
+}
+
 async fn status(store: &SqlStore, id: &str) -> DeliveryStatus {
     store
         .get_event(id)
@@ -973,11 +980,6 @@ async fn claimed_ids(
 /// the window are claimed by the next claim without one.
 async fn a_windowed_claim_takes_only_events_due_within_its_window(db: &TestDb) {
     let store = db.store().await;
-    let with_destination = |id: &str, origin: &str| {
-        let mut e = event(id);
-        e.destination = Some(origin.to_string());
-        e
-    };
     let busy = "https://busy.example:443";
     let other = "https://other.example:443";
     enqueue(&store, &[event("expired-lease")]).await;
@@ -987,9 +989,9 @@ async fn a_windowed_claim_takes_only_events_due_within_its_window(db: &TestDb) {
     enqueue(
         &store,
         &[
-            with_destination("old-other", other),
-            with_destination("old-busy", busy),
-            with_destination("old-third", third),
+            event_to("old-other", Some(other)),
+            event_to("old-busy", Some(busy)),
+            event_to("old-third", Some(third)),
         ],
     )
     .await;
@@ -1005,8 +1007,8 @@ async fn a_windowed_claim_takes_only_events_due_within_its_window(db: &TestDb) {
     enqueue(
         &store,
         &[
-            with_destination("new-other", other),
-            with_destination("new-busy", busy),
+            event_to("new-other", Some(other)),
+            event_to("new-busy", Some(busy)),
         ],
     )
     .await;
@@ -1048,17 +1050,12 @@ async fn a_windowed_claim_takes_only_events_due_within_its_window(db: &TestDb) {
 async fn a_metered_destination_is_claimed_at_most_its_share_oldest_first(db: &TestDb) {
     let store = db.store().await;
     let slow = "https://slow.example:443";
-    let to = |id: &str, origin: Option<&str>| {
-        let mut e = event(id);
-        e.destination = origin.map(str::to_string);
-        e
-    };
     enqueue(
         &store,
         &[
-            to("slow-old-1", Some(slow)),
-            to("slow-old-2", Some(slow)),
-            to("slow-old-3", Some(slow)),
+            event_to("slow-old-1", Some(slow)),
+            event_to("slow-old-2", Some(slow)),
+            event_to("slow-old-3", Some(slow)),
         ],
     )
     .await;
@@ -1082,10 +1079,10 @@ async fn a_metered_destination_is_claimed_at_most_its_share_oldest_first(db: &Te
     enqueue(
         &store,
         &[
-            to("slow-new-1", Some(slow)),
-            to("slow-new-2", Some(slow)),
-            to("other", Some("https://other.example:443")),
-            to("nowhere", None),
+            event_to("slow-new-1", Some(slow)),
+            event_to("slow-new-2", Some(slow)),
+            event_to("other", Some("https://other.example:443")),
+            event_to("nowhere", None),
         ],
     )
     .await;
