@@ -2,7 +2,7 @@
 //! transitions of pre-created runs to a verifying receiver, commit → receiver
 //! latency, Herald's CPU and peak RSS, and the bare loopback ceiling.
 //!
-//! `cargo bench --bench e2e -- [sqlite|postgres] [closed] [concurrency N] [runs N] [rate N] [seconds N] [repeat N] [connections N] [soak DURATION] [backup-at SECONDS] [ordered-keys N]`
+//! `cargo bench --bench e2e -- [sqlite|postgres] [closed] [concurrency N] [runs N] [rate N] [seconds N] [repeat N] [connections N] [soak DURATION] [backup-at SECONDS] [ordered-keys N] [batch N]`
 //!
 //! Three processes: the release `herald serve` on a fresh database; this process,
 //! which is the receiver (it verifies every Standard Webhooks signature and counts
@@ -36,6 +36,10 @@
 //! every claim with a backlog of about N while the load's callbacks go to the
 //! fast receiver, whose latencies are measured as usual. The claims leaving it out
 //! (`herald_outbox_claims_leaving_out_total`, full walks and windows) are printed.
+//! `batch N` (issue 25, item 3; closed loop): the moves go N to a request through
+//! `POST /api/v1/runs/transitions`, so ingest costs little and delivery is the
+//! limit; each item counts as acknowledged when its own result is a 200. The
+//! loopback ceiling stays one signed webhook a request: the direct-send ceiling.
 //! PostgreSQL comes from HERALD_BENCH_POSTGRES_URL (default: the local server).
 //! Figures go to stdout as Markdown table rows for docs/BENCHMARKS.md.
 
@@ -150,6 +154,33 @@ fn client_main(args: &[String]) {
                     .collect();
                 let (base, token) = (args[1].clone(), args[2].clone());
                 let load = Load::parse(&args[5..]);
+                let batch: usize = args.get(8).map_or(1, |b| b.parse().expect("a batch size"));
+                if batch > 1 {
+                    let Load::Closed { concurrency, runs } = load else {
+                        panic!("batch goes with the closed loop")
+                    };
+                    let batches: Vec<String> = ids[..runs.min(ids.len())]
+                        .chunks(batch)
+                        .map(|chunk| chunk.join(BATCHED))
+                        .collect();
+                    let load = Load::Closed {
+                        concurrency,
+                        runs: batches.len(),
+                    };
+                    return drive(load, &args[4], batches, move |ids| {
+                        let transitions: Vec<serde_json::Value> = ids
+                            .split(BATCHED)
+                            .map(|id| {
+                                serde_json::json!({"run_id": id, "to": "succeeded",
+                                    "result": {"rows": 1200}})
+                            })
+                            .collect();
+                        http.post(format!("{base}/api/v1/runs/transitions"))
+                            .bearer_auth(&token)
+                            .json(&serde_json::json!({ "transitions": transitions }))
+                    })
+                    .await;
+                }
                 drive(load, &args[4], ids, move |id| {
                     http.post(format!("{base}/api/v1/runs/{id}/transitions"))
                         .bearer_auth(&token)
@@ -331,7 +362,12 @@ fn write_report(out: &str, start: u64, acks: &[(String, u64)], failed: u64) {
     writeln!(file, "cpu {}", cpu_time("self").as_secs_f64()).unwrap();
 }
 
+/// Joins the run ids of one batched request (`batch N`) into the request's id.
+const BATCHED: &str = ",";
+
 /// Sends one request per id under `load` and records when each was acknowledged.
+/// A batched request's id holds its runs' ids (joined by [`BATCHED`]): each run is
+/// acknowledged when its own item's result is a 200, and counted failed if not.
 async fn drive<F>(load: Load, out: &str, ids: Vec<String>, request: F)
 where
     F: Fn(&str) -> reqwest::RequestBuilder + Send + Sync + 'static,
@@ -346,6 +382,19 @@ where
             let (acks, failed, request) = (acks.clone(), failed.clone(), request.clone());
             async move {
                 match request(&id).send().await {
+                    Ok(resp) if resp.status().is_success() && id.contains(BATCHED) => {
+                        let at = now_ns();
+                        let answer: serde_json::Value = resp.json().await.unwrap_or_default();
+                        let results = answer["results"].as_array().cloned().unwrap_or_default();
+                        let mut acks = acks.lock().unwrap();
+                        for (i, run) in id.split(BATCHED).enumerate() {
+                            if results.get(i).map(|r| r["status"] == 200) == Some(true) {
+                                acks.push((run.to_string(), at));
+                            } else if failed.fetch_add(1, Ordering::Relaxed) < 3 {
+                                eprintln!("client: {run}: {:?}", results.get(i));
+                            }
+                        }
+                    }
                     Ok(resp) if resp.status().is_success() => {
                         let at = now_ns();
                         let _ = resp.bytes().await;
@@ -637,6 +686,8 @@ struct Options {
     ordered_keys: Option<usize>,
     /// `slow-backlog N`: N callbacks owed to a slow destination before the load.
     slow_backlog: Option<usize>,
+    /// `batch N`: N moves a request (`POST /api/v1/runs/transitions`).
+    batch: Option<usize>,
 }
 
 async fn measure(
@@ -651,6 +702,7 @@ async fn measure(
         backup_at,
         ordered_keys,
         slow_backlog,
+        batch,
         ..
     } = *options;
     let soak_retention = options.soak_retention.as_deref();
@@ -735,6 +787,14 @@ async fn measure(
         ],
     };
     args.extend(load_args.iter().map(String::as_str));
+    let batch_text = batch.map(|b| b.to_string());
+    if let Some(batch) = &batch_text {
+        assert!(
+            soak_retention.is_none(),
+            "batch goes with runs made in advance"
+        );
+        args.push(batch);
+    }
     // Once a minute (a soak): Herald's RSS, the database's size, rows removed.
     let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
     let sampling = soak_retention.map(|_| {
@@ -1063,6 +1123,7 @@ fn main() {
         backup_at,
         ordered_keys,
         slow_backlog: number("slow-backlog"),
+        batch: number("batch"),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -1087,9 +1148,10 @@ fn main() {
                     println!(
                         "| {} | {} | {:.0} | {:.0} | {:.1} / {:.1} ms | {:.2} / {:.2} / {:.2} / {:.2} | {:.0} MB | {} | {} | {:.2} | {:.0} |",
                         engine.name(),
-                        match ordered_keys {
-                            Some(keys) => format!("{}, ordered over {keys} tenants", load.describe()),
-                            None => load.describe(),
+                        match (ordered_keys, options.batch) {
+                            (Some(keys), _) => format!("{}, ordered over {keys} tenants", load.describe()),
+                            (None, Some(batch)) => format!("{}, {batch} a request", load.describe()),
+                            (None, None) => load.describe(),
                         },
                         f.per_second,
                         f.acknowledged,

@@ -70,9 +70,25 @@ impl Server {
     }
 }
 
+/// Where the server's output goes: the file `HERALD_BENCH_SERVER_LOG` names
+/// (appended to, so a bench's log can be read beside its figures), else nowhere.
+fn server_output() -> (Stdio, Stdio) {
+    let Some(path) = std::env::var_os("HERALD_BENCH_SERVER_LOG") else {
+        return (Stdio::null(), Stdio::null());
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap_or_else(|err| panic!("HERALD_BENCH_SERVER_LOG {path:?}: {err}"));
+    let copy = file.try_clone().expect("a second handle on the server log");
+    (file.into(), copy.into())
+}
+
 /// Starts `herald serve` on `db_url` with `extra` flags and environment, and waits
 /// until `/readyz` answers.
 pub async fn serve(db_url: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
+    let (stdout, stderr) = server_output();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -86,8 +102,8 @@ pub async fn serve(db_url: &str, extra: &[&str], env: &[(&str, &str)]) -> Server
         .args(extra)
         .env("HERALD_ADMIN_PASSWORD", "bench-admin-password")
         .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
         .spawn()
         .expect("herald serve");
     let server = Server {
