@@ -10,7 +10,9 @@
 //!   ([`DestinationHealth::avoid`]). That is why the cap costs nothing while a
 //!   receiver hangs: its events stay `pending`, untouched, instead of being claimed
 //!   and released again on every pass (which would spend the store's writes on
-//!   the sick destination at the healthy ones' expense).
+//!   the sick destination at the healthy ones' expense). A destination known to
+//!   be fast is claimed a little ahead of its places ([`CLAIM_AHEAD`]), and a
+//!   place freed at a full one is news to every worker ([`room_changes`]).
 //! * **Waiting, then released unattempted.** One claim takes many events at
 //!   once, so it can hand out more events of one origin than its cap has room
 //!   for. Those wait in memory for a free place (briefly: [`CAP_WAIT`]); one that
@@ -31,13 +33,15 @@
 //! probe whose node died (or whose verdict was never written) is taken over by
 //! any node once the probe's lease has passed. Every node adopts the table's state on each sync, so an operator's manual
 //! close (or another node's opening) takes effect everywhere.
+//!
+//! [`room_changes`]: DestinationHealth::room_changes
 
 use super::availability::{StoreBackoff, StoreHealth};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
@@ -71,6 +75,14 @@ pub const MAX_METERED: usize = 8;
 /// within this long: half of [`CAP_WAIT`], so its waiting events find one in time
 /// while its latency wavers.
 const METERED_WAIT: Duration = Duration::from_millis(500);
+
+/// How far ahead of its places a fast destination is claimed: the events its
+/// busy places send within this long may wait in memory, so the places do not run
+/// dry while the worker makes its next claim (a claim takes milliseconds; under
+/// a backlog, leaving the destination out until a place was free again idled its
+/// places for a claim's length every few hundred events). Well inside
+/// [`CAP_WAIT`], so no such event waits long enough to be handed back.
+pub const CLAIM_AHEAD: Duration = Duration::from_millis(100);
 
 /// How long a destination whose metered pick took all it was allowed stays
 /// metered while idle (its attempts all ended before the next pick). Then it is
@@ -259,9 +271,11 @@ pub struct DestinationHealth {
     paces: Mutex<Paces>,
     /// Every label a breaker gauge was set for (a few: routes and `callback`).
     shown_labels: Mutex<std::collections::HashSet<String>>,
-    /// Wakes idle workers when a destination they left out of their claims has
-    /// room again.
-    pub room: Arc<Notify>,
+    /// Tells idle workers that a destination they left out of their claims has
+    /// room again. A watch, not a `Notify`: every worker sharing these
+    /// destinations hears it (one `notify_one` woke only one of them, often a
+    /// worker of other kinds, and left the one with the backlog to its poll).
+    room: watch::Sender<()>,
 }
 
 impl DestinationHealth {
@@ -280,7 +294,7 @@ impl DestinationHealth {
             destinations: Mutex::new(HashMap::new()),
             paces: Mutex::new(Paces::default()),
             shown_labels: Mutex::new(Default::default()),
-            room: Arc::new(Notify::new()),
+            room: watch::Sender::new(()),
         }
     }
 
@@ -308,18 +322,26 @@ impl DestinationHealth {
         })
     }
 
-    /// Origins a claim should leave out now: at their cap, or behind a breaker
-    /// that is open (before its probe time) or half-open.
-    /// At most [`MAX_AVOIDED`]: capped ones first (they hold worker places), then
+    /// Origins a claim of `limit` events should leave out now: full (their
+    /// places taken, and for a fast destination also what those send within
+    /// [`CLAIM_AHEAD`]), or behind a breaker that is open (before its probe time)
+    /// or half-open.
+    /// At most [`MAX_AVOIDED`]: full ones first (they hold worker places), then
     /// half-open, then open ones.
-    pub fn avoid(&self) -> Vec<String> {
+    pub fn avoid(&self, limit: usize) -> Vec<String> {
         let now = now_ms();
+        // (origin, cap, places taken and events waiting) of closed destinations at
+        // their cap: full unless fast enough to be claimed ahead.
+        let mut at_cap: Vec<(String, usize, usize)> = Vec::new();
         let mut avoided: Vec<(u8, String)> = self.with(|map| {
             map.iter()
                 .filter(|(origin, _)| origin.len() <= MAX_DESTINATION_LEN)
                 .filter_map(|(origin, d)| {
                     let rank = match d.breaker {
-                        Breaker::Closed if d.in_flight + d.waiting >= d.cap => 0,
+                        Breaker::Closed if d.in_flight + d.waiting >= d.cap => {
+                            at_cap.push((origin.clone(), d.cap, d.in_flight + d.waiting));
+                            return None;
+                        }
                         Breaker::Closed => return None,
                         Breaker::HalfOpen { .. } => 1,
                         Breaker::Open { probe_at, .. } if now < probe_at => 2,
@@ -329,6 +351,21 @@ impl DestinationHealth {
                 })
                 .collect()
         });
+        if !at_cap.is_empty() {
+            let paces = self.paces.lock().unwrap_or_else(|p| p.into_inner());
+            for (origin, cap, taken) in at_cap {
+                let ahead = match paces.latency(&origin) {
+                    // Metered ones are claimed apart, at their room, never ahead.
+                    Some(latency) if takes_whole(cap, latency, limit) => {
+                        pace::turnover(cap, latency, CLAIM_AHEAD)
+                    }
+                    _ => 0,
+                };
+                if taken >= cap.saturating_add(ahead) {
+                    avoided.push((0, origin));
+                }
+            }
+        }
         if avoided.len() > MAX_AVOIDED {
             avoided.sort_unstable();
             avoided.truncate(MAX_AVOIDED);
@@ -364,9 +401,7 @@ impl DestinationHealth {
             .into_iter()
             .filter_map(|(origin, cap, taken, in_flight)| {
                 let latency = paces.latency(&origin)?;
-                // At its cap it takes `limit` events within the wait: none of a
-                // claim's would be handed back.
-                if pace::turnover(cap, latency, CAP_WAIT) >= limit {
+                if takes_whole(cap, latency, limit) {
                     return None;
                 }
                 let room = pace::room(cap - taken, in_flight, latency, METERED_WAIT);
@@ -379,6 +414,13 @@ impl DestinationHealth {
             .into_iter()
             .map(|(room, origin)| (origin, room as u32))
             .collect()
+    }
+
+    /// Changes each time a destination has room again ([`DestinationHealth::room`]);
+    /// a worker keeps one receiver for its life, so a change made while it was
+    /// claiming is still news when it next goes idle.
+    pub fn room_changes(&self) -> watch::Receiver<()> {
+        self.room.subscribe()
     }
 
     /// How many destinations this node holds state for (idle healthy ones are
@@ -607,7 +649,7 @@ impl DestinationHealth {
         if d.waiting > 0 {
             d.place_freed.notify_one();
         } else {
-            self.room.notify_one();
+            self.room.send_replace(());
         }
         match (probe, verdict, d.breaker) {
             (true, Verdict::Alive, _) => {
@@ -767,6 +809,13 @@ impl DestinationHealth {
             }
         }
     }
+}
+
+/// Whether a destination answering in about `latency` takes a claim of `limit`
+/// of its events within [`CAP_WAIT`] at its `cap`: none of them would be handed
+/// back, so it is claimed whole (not metered), and ahead of its places.
+fn takes_whole(cap: usize, latency: Duration, limit: usize) -> bool {
+    pace::turnover(cap, latency, CAP_WAIT) >= limit
 }
 
 /// Drops `origin`'s state when it holds nothing worth keeping: a closed breaker,

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -199,6 +199,8 @@ impl Worker {
         ));
 
         let mut backoff = StoreBackoff::default();
+        // Kept for the worker's life: room made while it claims is news when it idles.
+        let mut room = self.destinations.as_ref().map(|h| h.room_changes());
         while !shutdown.is_cancelled() {
             // Wait for at least one free slot, then claim as many as are free.
             let first = tokio::select! {
@@ -208,7 +210,7 @@ impl Worker {
             let free = slots.available_permits() + 1;
             let limit = free.min(self.config.batch_size as usize) as u32;
             let (avoid, metered) = match &self.destinations {
-                Some(health) => (health.avoid(), health.metered(limit as usize)),
+                Some(health) => (health.avoid(limit as usize), health.metered(limit as usize)),
                 None => Default::default(),
             };
             // Metered destinations are claimed apart: the walk leaves them out too.
@@ -256,7 +258,8 @@ impl Worker {
                 };
             if claimed.is_empty() {
                 drop(first);
-                self.idle(&shutdown).await;
+                self.idle(room.as_mut().filter(|_| !left_out.is_empty()), &shutdown)
+                    .await;
                 continue;
             }
             let mut permits = vec![first];
@@ -328,7 +331,8 @@ impl Worker {
             // and still take the store's write lock; the next commit wakes this
             // loop (a wake sent meanwhile is kept).
             if drained_due {
-                self.idle(&shutdown).await;
+                self.idle(room.as_mut().filter(|_| !left_out.is_empty()), &shutdown)
+                    .await;
             }
         }
 
@@ -355,11 +359,18 @@ impl Worker {
         DrainReport { drained }
     }
 
-    async fn idle(&self, shutdown: &CancellationToken) {
+    /// Waits for a reason to claim again: a commit's wake, room at a destination
+    /// the last claim left out (`room`: only then can a place freed anywhere give
+    /// this worker something to claim), the poll interval or shutdown.
+    async fn idle(&self, room: Option<&mut watch::Receiver<()>>, shutdown: &CancellationToken) {
         let room = async {
-            match &self.destinations {
-                Some(health) => health.room.notified().await,
-                None => std::future::pending().await,
+            let heard = match room {
+                Some(changes) => changes.changed().await.is_ok(),
+                None => false,
+            };
+            // (A closed channel cannot say anything again: only the poll remains.)
+            if !heard {
+                std::future::pending::<()>().await;
             }
         };
         tokio::select! {

@@ -1,14 +1,16 @@
 //! Per-destination state stays bounded (issue 19), on SQLite, PostgreSQL and
 //! MariaDB: a claim leaves out at most `MAX_AVOIDED` origins however many are
 //! sick, a node forgets destinations once they are healthy and idle, and its sync
-//! reads only the breakers that are not closed.
+//! reads only the breakers that are not closed. Room made at a full destination
+//! reaches every worker that shares it, and only a destination known to be fast
+//! is claimed ahead of its places.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use herald::outbox::destinations::{
-    Admission, DestinationHealth, HealthConfig, Ticket, BACKLOG_MEMORY, MAX_AVOIDED,
+    Admission, DestinationHealth, HealthConfig, Ticket, BACKLOG_MEMORY, CLAIM_AHEAD, MAX_AVOIDED,
 };
 use herald::outbox::metrics::Metrics;
 use herald::outbox::model::{ClaimedEvent, Settle, Source};
@@ -19,6 +21,8 @@ use testkit::TestDb;
 testkit::contract_tests!(
     sick_destinations_bound_the_claim_and_healthy_ones_are_forgotten,
     only_busy_destinations_known_to_be_slow_are_metered,
+    room_at_a_full_destination_is_news_to_every_worker_sharing_it,
+    only_destinations_known_to_be_fast_are_claimed_ahead_of_their_places,
 );
 
 const SICK: usize = 300;
@@ -73,7 +77,7 @@ async fn sick_destinations_bound_the_claim_and_healthy_ones_are_forgotten(db: &T
     health.sync().await.unwrap();
     assert_eq!(health.tracked(), SICK, "every open breaker is known");
     assert_eq!(
-        health.avoid().len(),
+        health.avoid(256).len(),
         MAX_AVOIDED,
         "a claim leaves out at most {MAX_AVOIDED} origins, not {SICK}"
     );
@@ -84,7 +88,7 @@ async fn sick_destinations_bound_the_claim_and_healthy_ones_are_forgotten(db: &T
     }
     assert!(store.unclosed_breakers().await.unwrap().is_empty());
     health.sync().await.unwrap();
-    assert!(health.avoid().is_empty());
+    assert!(health.avoid(256).is_empty());
     assert_eq!(
         health.tracked(),
         0,
@@ -173,5 +177,114 @@ async fn only_busy_destinations_known_to_be_slow_are_metered(db: &TestDb) {
     assert_eq!(health.metered(256), [(slow.to_string(), 16)], "its backlog");
     tokio::time::sleep(BACKLOG_MEMORY).await;
     assert!(health.metered(256).is_empty(), "forgotten after");
+    store.close().await;
+}
+
+/// Fills `origin`'s 16 places: the tickets of its attempts in flight.
+async fn fill(health: &DestinationHealth, origin: &str) -> Vec<Ticket> {
+    let mut tickets = Vec::new();
+    for i in 0..16 {
+        tickets.push(admitted(health, &claimed(100 + i, origin)).await);
+    }
+    tickets
+}
+
+/// Every worker of a store shares its destinations (the jobs' and the approval
+/// notices' pools), and each goes idle after a claim that left a full one out. A
+/// place freed there must wake each of them: one wake-up, taken by the worker
+/// with nothing to send there, left the other to its poll (a second) under a
+/// backlog.
+async fn room_at_a_full_destination_is_news_to_every_worker_sharing_it(db: &TestDb) {
+    let store = db.store().await;
+    let health = health(&store);
+    let origin = "http://full.example";
+    let mut workers = [health.room_changes(), health.room_changes()];
+    let mut tickets = fill(&health, origin).await;
+    assert_eq!(health.avoid(256), [origin.to_string()], "full: left out");
+    assert!(
+        workers.iter().all(|w| !w.has_changed().unwrap()),
+        "no room yet"
+    );
+
+    let ticket = tickets.pop().unwrap();
+    health.finished(ticket, &Settle::Completed, true).await;
+    assert!(health.avoid(256).is_empty(), "a place is free");
+    for (i, worker) in workers.iter_mut().enumerate() {
+        assert!(
+            worker.has_changed().unwrap(),
+            "worker {i} hears of the room"
+        );
+        worker.mark_unchanged();
+    }
+
+    // A place freed while an event waits in memory goes to that event: no room.
+    let waiting = claimed(200, origin);
+    let _refill = admitted(&health, &waiting).await;
+    let queued = claimed(201, origin);
+    let admitting = health.admit(&queued, false);
+    tokio::pin!(admitting);
+    assert!(
+        futures_util::poll!(&mut admitting).is_pending(),
+        "the 17th event waits for a place"
+    );
+    health
+        .finished(tickets.pop().unwrap(), &Settle::Completed, true)
+        .await;
+    assert!(
+        matches!(admitting.await, Admission::Go(_)),
+        "the waiting event takes the freed place"
+    );
+    assert!(
+        workers.iter().all(|w| !w.has_changed().unwrap()),
+        "the place went to the waiting event, not to a claim"
+    );
+    store.close().await;
+}
+
+/// A full destination is left out of claims, unless its pace is known to be fast:
+/// then the events its places send within `CLAIM_AHEAD` may wait in memory, so
+/// its places do not run dry while the next claim is made. A slow one is metered
+/// instead, and one never yet measured is held to its cap.
+async fn only_destinations_known_to_be_fast_are_claimed_ahead_of_their_places(db: &TestDb) {
+    let store = db.store().await;
+    let health = health(&store);
+    let (new, slow, fast) = (
+        "http://new.example",
+        "http://slow.example",
+        "http://fast.example",
+    );
+    for (origin, took) in [(slow, Duration::from_millis(200)), (fast, Duration::ZERO)] {
+        let ticket = admitted(&health, &claimed(0, origin)).await;
+        tokio::time::sleep(took).await;
+        health.finished(ticket, &Settle::Completed, true).await;
+    }
+    let _tickets = [
+        fill(&health, new).await,
+        fill(&health, slow).await,
+        fill(&health, fast).await,
+    ];
+    let mut left_out = health.avoid(256);
+    left_out.sort();
+    assert_eq!(
+        left_out,
+        [new.to_string(), slow.to_string()],
+        "at their caps, only the fast one is claimed ahead"
+    );
+
+    // Its latency counts as a millisecond at least: at its cap of 16 it sends at
+    // most 16 a millisecond, so this many waiting fill what it may be claimed ahead.
+    let most_ahead = 16 * CLAIM_AHEAD.as_millis() as u32;
+    let waiting: Vec<ClaimedEvent> = (0..most_ahead as usize)
+        .map(|i| claimed(1_000 + i, fast))
+        .collect();
+    let counted = health.took(&[(fast.to_string(), most_ahead)], &waiting);
+    assert!(
+        counted.iter().all(|c| *c),
+        "counted as waiting from the claim"
+    );
+    assert!(
+        health.avoid(256).contains(&fast.to_string()),
+        "claimed ahead by what its places send within {CLAIM_AHEAD:?}, no further"
+    );
     store.close().await;
 }
