@@ -416,9 +416,9 @@ impl DestinationHealth {
             .collect()
     }
 
-    /// Changes each time a destination has room again ([`DestinationHealth::room`]);
-    /// a worker keeps one receiver for its life, so a change made while it was
-    /// claiming is still news when it next goes idle.
+    /// Changes each time a place frees at a destination with no event waiting
+    /// for it in memory; a worker keeps one receiver for its life, so a change
+    /// made while it was claiming is still news when it next goes idle.
     pub fn room_changes(&self) -> watch::Receiver<()> {
         self.room.subscribe()
     }
