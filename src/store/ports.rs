@@ -915,6 +915,10 @@ pub enum Expired {
         status: vocab::DeliveryStatus,
         kinds: KindScope,
         older_than_ms: i64,
+        /// `retention.runs`: a terminal run past it whose last event the chunk
+        /// removes goes in the same chunk, so the runs target does not walk
+        /// past every old run that still owns an event to find it.
+        runs_older_than_ms: Option<i64>,
     },
     /// Terminal runs older than this that own no event any more.
     Runs { older_than_ms: i64 },

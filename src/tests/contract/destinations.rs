@@ -122,6 +122,16 @@ async fn admitted(health: &DestinationHealth, event: &ClaimedEvent) -> Ticket {
     ticket
 }
 
+/// Gives `slow` and `fast` their pace: one attempt each, of 200 ms and of
+/// nothing.
+async fn pace_slow_and_fast(health: &DestinationHealth, slow: &str, fast: &str) {
+    for (origin, took) in [(slow, Duration::from_millis(200)), (fast, Duration::ZERO)] {
+        let ticket = admitted(health, &claimed(0, origin)).await;
+        tokio::time::sleep(took).await;
+        health.finished(ticket, &Settle::Completed, true).await;
+    }
+}
+
 /// A claim meters (`DestinationHealth::metered`) a destination only while it is
 /// busy and known to be slow, at most its free places and the places its attempts
 /// in flight free within half a second; an idle one only shortly after a metered
@@ -130,12 +140,7 @@ async fn only_busy_destinations_known_to_be_slow_are_metered(db: &TestDb) {
     let store = db.store().await;
     let health = health(&store);
     let (slow, fast) = ("http://slow.example", "http://fast.example");
-    // Their pace: one attempt each, of 200 ms and of nothing.
-    for (origin, took) in [(slow, Duration::from_millis(200)), (fast, Duration::ZERO)] {
-        let ticket = admitted(&health, &claimed(0, origin)).await;
-        tokio::time::sleep(took).await;
-        health.finished(ticket, &Settle::Completed, true).await;
-    }
+    pace_slow_and_fast(&health, slow, fast).await;
     assert!(health.metered(256).is_empty(), "idle destinations are not");
 
     // Busy, one attempt in flight each (cap 16).
@@ -253,11 +258,7 @@ async fn only_destinations_known_to_be_fast_are_claimed_ahead_of_their_places(db
         "http://slow.example",
         "http://fast.example",
     );
-    for (origin, took) in [(slow, Duration::from_millis(200)), (fast, Duration::ZERO)] {
-        let ticket = admitted(&health, &claimed(0, origin)).await;
-        tokio::time::sleep(took).await;
-        health.finished(ticket, &Settle::Completed, true).await;
-    }
+    pace_slow_and_fast(&health, slow, fast).await;
     let _tickets = [
         fill(&health, new).await,
         fill(&health, slow).await,

@@ -9,12 +9,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald::outbox::archive::read_rows;
+use herald::outbox::archive::{read_rows, ArchivePass};
 use herald::outbox::metrics::Metrics;
 use herald::outbox::retention::{Retention, RetentionPolicy, CHUNKS_PER_TURN, LEASE_NAME};
 use herald::store::ports::{
-    ArchiveSink, ChunkRemoved, DeliveryReads, Expired, IdempotencyKeys, NewAuditEntry, NewRun,
-    OutboxStore, RetentionStore, RunRepository, Transactions,
+    ArchiveSink, ChunkRemoved, DeliveryReads, Expired, IdempotencyKeys, KindScope, NewAuditEntry,
+    NewRun, OutboxStore, RetentionStore, RunRepository, Transactions,
 };
 use herald::store::{SqlStore, StoreError};
 use testkit::{enqueue, parented, wait_for, TestDb};
@@ -28,6 +28,7 @@ testkit::contract_tests!(
     one_node_at_a_time_holds_the_retention_lease,
     rows_that_cannot_be_archived_are_not_removed,
     events_that_keep_a_pass_busy_do_not_keep_runs_waiting,
+    an_events_chunk_takes_the_runs_it_frees_and_only_those,
 );
 
 const MINUTE: i64 = 60_000;
@@ -576,3 +577,83 @@ async fn events_that_keep_a_pass_busy_do_not_keep_runs_waiting(db: &TestDb) {
 /// The event targets of [`policy`] besides the busy one (skipped and failed
 /// events, each a chunk that finds nothing).
 const RETAINED_STATE_TARGETS: usize = 2;
+
+/// A chunk of events removes, in its own transaction, the runs whose last event
+/// it removed when they are terminal and past `retention.runs` (archived first),
+/// so the runs target need not walk past every old run that still owns an event
+/// (a second of PostgreSQL's time a chunk at 1,500 runs/s); it leaves a run that
+/// still owns an event, one still running, one inside retention, and every run
+/// when runs are kept forever.
+async fn an_events_chunk_takes_the_runs_it_frees_and_only_those(db: &TestDb) {
+    let store = db.store().await;
+    let freed = aged_run(&store, "ret", "succeeded", 3 * HOUR).await;
+    let owning = aged_run(&store, "ret", "failed", 3 * HOUR).await;
+    let running = aged_run(&store, "ret", "running", 3 * HOUR).await;
+    let young = aged_run(&store, "ret", "succeeded", 10 * MINUTE).await;
+    let kept_forever = aged_run(&store, "ret", "succeeded", 3 * HOUR).await;
+    let events = [
+        ("freed-1", &freed, "completed"),
+        ("freed-2", &freed, "completed"),
+        ("owning-1", &owning, "completed"),
+        ("owning-2", &owning, "failed"),
+        ("running-1", &running, "completed"),
+        ("young-1", &young, "completed"),
+        ("forever-1", &kept_forever, "skipped"),
+    ];
+    for (id, run, status) in &events {
+        enqueue(&store, &[parented(event(id), run)]).await;
+        settle_aged(&store, id, status, 2 * HOUR, 2 * HOUR).await;
+    }
+    let events_chunk = |status, runs_older_than_ms| Expired::Events {
+        status,
+        kinds: KindScope::AllBut(vec![]),
+        older_than_ms: HOUR,
+        runs_older_than_ms,
+    };
+
+    // Runs kept forever: the chunk removes its event and leaves its run.
+    let removed = store
+        .remove_expired(&events_chunk(DeliveryStatus::Skipped, None), 1_000, None)
+        .await
+        .unwrap();
+    assert_eq!(removed.tables.first(), Some(&("outbox_events", 1)));
+    assert!(!removed.tables.iter().any(|(table, _)| *table == "runs"));
+    assert!(ids(&store, "SELECT id FROM runs")
+        .await
+        .contains(&kept_forever));
+
+    let dir = tempfile::tempdir().unwrap();
+    let archive = ArchivePass::new(dir.path(), "chunk");
+    let removed = store
+        .remove_expired(
+            &events_chunk(DeliveryStatus::Completed, Some(HOUR)),
+            1_000,
+            Some(&archive as &dyn ArchiveSink),
+        )
+        .await
+        .unwrap();
+    assert_eq!(removed.primary(), 5, "{removed:?}");
+    assert!(
+        removed.tables.contains(&("runs", 1)),
+        "the freed run did not go with its last event: {removed:?}"
+    );
+    assert_eq!(
+        ids(&store, "SELECT id FROM runs").await,
+        BTreeSet::from([owning, running, young, kept_forever])
+    );
+    assert_eq!(
+        ids(&store, "SELECT event_id FROM outbox_events").await,
+        BTreeSet::from(["owning-2".to_string()])
+    );
+    let mut archived_runs = Vec::new();
+    read_rows(dir.path(), |table, row| {
+        if table.name == "runs" {
+            archived_runs.push(row);
+        }
+    })
+    .unwrap();
+    assert_eq!(archived_runs.len(), 1, "{archived_runs:?}");
+    assert_eq!(archived_runs[0]["id"], freed.as_str());
+    assert_eq!(archived_runs[0]["status"], "succeeded");
+    store.close().await;
+}
