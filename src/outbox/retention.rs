@@ -31,14 +31,6 @@ pub const LEASE_MS: i64 = 15_000;
 /// Between chunks the pass rests this many times as long as the chunk took, so it
 /// holds a store's writer (SQLite has one) at most a quarter of the time.
 const REST_FACTOR: u32 = 3;
-/// A chunk that held the store longer than this is followed by a smaller one,
-/// and one well inside it by a larger one (up to `retention.chunk_rows`):
-/// SQLite has one writer, and every transition commits behind a whole chunk
-/// (1,000 events with their attempt logs and runs took 100-300 ms at 1,500
-/// runs/s, and the commit -> receiver p99 followed).
-pub const CHUNK_BUDGET: Duration = Duration::from_millis(25);
-/// The smallest chunk the budget shrinks a target's to.
-const MIN_CHUNK_ROWS: u32 = 50;
 /// A target gives way to the next after this many full chunks, and the pass
 /// goes round again: settled events that come due as fast as they are removed
 /// (a busy store with a short retention) must not keep runs, audit rows and keys
@@ -180,19 +172,13 @@ impl Retention {
         archive: Option<&PausingArchive>,
         report: &mut PassReport,
     ) -> Result<(), StoreError> {
-        // Each target keeps its chunk size from turn to turn.
-        let mut due: Vec<_> = self
-            .policy
-            .targets()
-            .into_iter()
-            .map(|target| (target, ChunkSize::new(chunk)))
-            .collect();
+        let mut due = self.policy.targets();
         while !due.is_empty() {
             let mut still_due = Vec::new();
-            for (target, mut size) in due {
-                match self.take_turn(&target, &mut size, archive, report).await? {
+            for target in due {
+                match self.take_turn(&target, chunk, archive, report).await? {
                     Turn::Done => {}
-                    Turn::MoreDue => still_due.push((target, size)),
+                    Turn::MoreDue => still_due.push(target),
                     Turn::LeaseLost => return Ok(()),
                 }
             }
@@ -206,28 +192,25 @@ impl Retention {
     async fn take_turn(
         &self,
         target: &Expired,
-        size: &mut ChunkSize,
+        chunk: u32,
         archive: Option<&PausingArchive>,
         report: &mut PassReport,
     ) -> Result<Turn, StoreError> {
         for _ in 0..CHUNKS_PER_TURN {
             let started = Instant::now();
-            let rows = size.rows;
             let removed = self
                 .store
-                .remove_expired(target, rows, archive.map(|a| a as &dyn ArchiveSink))
+                .remove_expired(target, chunk, archive.map(|a| a as &dyn ArchiveSink))
                 .await?;
-            let took = started.elapsed();
             for (table, rows) in &removed.tables {
                 *report.removed.entry(table).or_default() += rows;
                 self.metrics
                     .record_retention_removed(&self.store_name, table, *rows);
             }
-            if removed.primary() < u64::from(rows) {
+            if removed.primary() < u64::from(chunk) {
                 return Ok(Turn::Done);
             }
-            size.fit(took);
-            tokio::time::sleep((took * REST_FACTOR).max(MIN_REST)).await;
+            tokio::time::sleep((started.elapsed() * REST_FACTOR).max(MIN_REST)).await;
             if !self
                 .store
                 .take_lease(LEASE_NAME, &self.holder, LEASE_MS)
@@ -269,32 +252,6 @@ impl Retention {
                     pause = pause.max(backoff.pause(err.fault()));
                 }
             }
-        }
-    }
-}
-
-/// A target's chunk size, fitted to [`CHUNK_BUDGET`] by its chunks before.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct ChunkSize {
-    rows: u32,
-    /// `retention.chunk_rows`.
-    max: u32,
-}
-
-impl ChunkSize {
-    fn new(max: u32) -> ChunkSize {
-        ChunkSize { rows: max, max }
-    }
-
-    /// The next size after a full chunk of `self.rows` took `took`: in
-    /// proportion when over the budget, doubled when well inside it.
-    fn fit(&mut self, took: Duration) {
-        let floor = MIN_CHUNK_ROWS.min(self.max);
-        if took > CHUNK_BUDGET {
-            let scaled = u128::from(self.rows) * CHUNK_BUDGET.as_micros() / took.as_micros().max(1);
-            self.rows = u32::try_from(scaled).unwrap_or(u32::MAX).max(floor);
-        } else if took < CHUNK_BUDGET / 2 {
-            self.rows = self.rows.saturating_mul(2).min(self.max);
         }
     }
 }
@@ -355,26 +312,6 @@ mod tests {
             chunk_rows: 1_000,
             archive_dir: None,
         }
-    }
-
-    #[test]
-    fn a_chunk_over_its_budget_is_followed_by_a_smaller_one_and_one_well_inside_by_a_larger_one() {
-        let mut size = ChunkSize::new(1_000);
-        size.fit(CHUNK_BUDGET * 4);
-        assert_eq!(size.rows, 250, "in proportion to the time over");
-        size.fit(CHUNK_BUDGET);
-        assert_eq!(size.rows, 250, "at the budget it stays");
-        size.fit(CHUNK_BUDGET * 1_000);
-        assert_eq!(size.rows, MIN_CHUNK_ROWS, "never below the floor");
-        size.fit(CHUNK_BUDGET / 4);
-        assert_eq!(size.rows, 2 * MIN_CHUNK_ROWS);
-        for _ in 0..10 {
-            size.fit(Duration::ZERO);
-        }
-        assert_eq!(size.rows, 1_000, "never above retention.chunk_rows");
-        let mut tiny = ChunkSize::new(2);
-        tiny.fit(CHUNK_BUDGET * 100);
-        assert_eq!(tiny.rows, 2, "a configured size under the floor stays");
     }
 
     #[test]
