@@ -608,8 +608,8 @@ impl RetentionStore for SqlStore {
         if let Some((older_than_ms, ids)) = freed_runs.filter(|(_, ids)| !ids.is_empty()) {
             // After the delete, so a run whose last event this chunk removed owns
             // none any more.
+            // At most one run an event: the chunk's own limit bounds them.
             let runs = self.runs_plan(older_than_ms, Some(&ids));
-            let limit = u32::try_from(ids.len()).unwrap_or(u32::MAX);
             let rows = self.select_chunk(&mut tx, &runs, limit).await?;
             if !rows.is_empty() {
                 let removed = self
