@@ -108,6 +108,8 @@ settings! {
     trusted_proxies: String = String::new(), "HERALD_TRUSTED_PROXIES";
     /// Live-update streams (console tabs) this server keeps open at once; past it a tab polls [default: 500]
     live_max_streams: usize = 500, "HERALD_LIVE_MAX_STREAMS";
+    /// Client connections held open at once; past it new ones wait in the listen backlog, so clients never take the descriptors the store and deliveries need [default: 0, what the open-file limit leaves after the deliveries, the database connections and 256]
+    http_max_connections: usize = 0, "HERALD_HTTP_MAX_CONNECTIONS";
     /// Largest request body accepted, in bytes [default: 1048576]
     max_body_bytes: usize = 1024 * 1024, "HERALD_MAX_BODY_BYTES";
     /// Log format: text or json [default: text]

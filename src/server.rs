@@ -14,6 +14,7 @@ use crate::auth::password::generate_password;
 use crate::auth::session_store::DbSessionStore;
 use crate::auth::throttle::LoginThrottle;
 use crate::config::Settings;
+use crate::http::listener::{derived_max_connections, BoundedListener};
 use crate::http::{self, AppState};
 use crate::outbox::best_effort::BestEffortSender;
 use crate::outbox::metrics::Metrics;
@@ -183,10 +184,11 @@ pub async fn run(
     println!("Herald console: http://{addr}/overview");
 
     let stop_on_signal = stop.clone();
+    let listener = BoundedListener::new(listener, max_client_connections(&settings));
     // Pages are streamed in several writes: without TCP_NODELAY, Nagle's algorithm
     // and the client's delayed ACK hold the last part back ~40 ms.
     let listener = listener.tap_io(|tcp| {
-        if let Err(err) = tcp.set_nodelay(true) {
+        if let Err(err) = tcp.get_ref().set_nodelay(true) {
             tracing::debug!(error = %err, "cannot set TCP_NODELAY");
         }
     });
@@ -205,6 +207,33 @@ pub async fn run(
     store.close().await;
     tracing::info!("Herald stopped");
     Ok(())
+}
+
+/// `http_max_connections`, or what the open-file limit leaves (raised first to
+/// its hard limit) once every other need is counted: the deliveries' sockets
+/// and the database connections of both stores.
+fn max_client_connections(settings: &Settings) -> usize {
+    if settings.http_max_connections > 0 {
+        return settings.http_max_connections;
+    }
+    let open_file_limit = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read the open-file limit");
+            rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(1_024, |(soft, _)| soft)
+        }
+    };
+    // Per store: its workers' sockets, its pool and the SQLite readers and
+    // checkpointer beside it.
+    let per_store =
+        settings.worker_concurrency as u64 + settings.database_max_connections as u64 + 8;
+    let max = derived_max_connections(open_file_limit, 2 * per_store);
+    tracing::info!(
+        open_file_limit,
+        max_connections = max,
+        "client connections held open at once (http_max_connections)"
+    );
+    max
 }
 
 /// On first start (no users), creates `admin` with `password` (from

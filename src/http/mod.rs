@@ -13,6 +13,7 @@ mod export;
 mod extract;
 mod health;
 mod idempotency;
+pub mod listener;
 mod live;
 mod openapi;
 mod runs;

@@ -46,6 +46,26 @@ impl HeraldProcess {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> HeraldProcess {
+        Self::spawn_limited(database_url, extra, env, None)
+    }
+
+    /// [`HeraldProcess::spawn_with_env`] with its open-file limit (soft and hard)
+    /// set to `open_files` before it starts (`prlimit`, which then runs it).
+    pub fn spawn_with_open_file_limit(
+        database_url: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        open_files: u64,
+    ) -> HeraldProcess {
+        Self::spawn_limited(database_url, extra, env, Some(open_files))
+    }
+
+    fn spawn_limited(
+        database_url: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        open_files: Option<u64>,
+    ) -> HeraldProcess {
         // `ready` asks the process over HTTP, whoever the caller is.
         herald::channels::install_crypto_provider();
         // Under target/tmp (kept for a failing test to read, gone with `cargo clean`).
@@ -56,7 +76,16 @@ impl HeraldProcess {
         let out_path = dir.join(format!("herald-child-{name}.out"));
         let log = std::fs::File::create(&log_path).unwrap();
         let out = std::fs::File::create(&out_path).unwrap();
-        let mut command = std::process::Command::new(crate::herald_bin());
+        let mut command = match open_files {
+            Some(limit) => {
+                let mut prlimit = std::process::Command::new("prlimit");
+                prlimit
+                    .arg(format!("--nofile={limit}:{limit}"))
+                    .arg(crate::herald_bin());
+                prlimit
+            }
+            None => std::process::Command::new(crate::herald_bin()),
+        };
         command
             .arg("serve")
             .args(["--database-url", database_url])

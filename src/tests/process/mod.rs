@@ -7,6 +7,7 @@ mod approvals_crash;
 mod backup;
 mod breaker;
 mod cli;
+mod connections;
 mod crash;
 mod delivery;
 mod group_crash;

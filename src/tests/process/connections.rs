@@ -1,0 +1,110 @@
+//! A flood of client connections against a real `herald serve` with a small
+//! open-file limit: Herald holds a bounded number of them, so the store and the
+//! deliveries keep the descriptors they need and committed work goes out.
+
+use std::time::Duration;
+
+use herald::outbox::model::NewEvent;
+use testkit::{
+    all_completed, callback, enqueue, parented, wait_for, worker_flags, HeraldProcess, Receiver,
+    TestDb,
+};
+
+const PARENT: &str = "connection-flood";
+/// Herald's open-file limit in this scene (soft and hard).
+const OPEN_FILES: u64 = 512;
+/// Client connections opened and held: more than Herald could ever hold.
+const FLOOD: usize = 600;
+
+/// Sockets `pid` holds open (client connections, listeners, outbound).
+fn open_sockets(pid: u32) -> usize {
+    open_descriptors(pid, |target| target.starts_with("socket:"))
+}
+
+fn open_descriptors(pid: u32, keep: impl Fn(&str) -> bool) -> usize {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| std::fs::read_link(entry.path()).is_ok_and(|t| keep(&t.to_string_lossy())))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flood_of_client_connections_leaves_the_deliveries_their_descriptors() {
+    let db = TestDb::new(herald::store::Engine::Sqlite).await;
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    let mut herald =
+        HeraldProcess::spawn_with_open_file_limit(&db.url, &worker_flags("5"), &[], OPEN_FILES);
+    let base = herald.ready().await;
+    let pid = herald.child.id();
+    let addr = base.trim_start_matches("http://").to_string();
+
+    // Arrange the flood and check it took what Herald lets it take. Past what
+    // Herald holds and its listen backlog, a connection is never answered: 2 s
+    // is two SYN retransmissions on loopback.
+    let attempts = (0..FLOOD).map(|_| {
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            tokio::net::TcpStream::connect(addr.clone()),
+        )
+    });
+    let flood: Vec<tokio::net::TcpStream> = futures_util::future::join_all(attempts)
+        .await
+        .into_iter()
+        .filter_map(|connected| connected.ok()?.ok())
+        .collect();
+    assert!(flood.len() >= 200, "only {} connections made", flood.len());
+    wait_for(
+        "Herald holding flooded connections",
+        Duration::from_secs(10),
+        async || open_sockets(pid) >= 100,
+    )
+    .await;
+
+    // Work committed while the flood holds must still go out: every delivery
+    // needs a socket, every settle the store's files.
+    let events: Vec<NewEvent> = (0..20)
+        .map(|i| parented(callback(&format!("flood-{i}"), &receiver.url()), PARENT))
+        .collect();
+    enqueue(&store, &events).await;
+    wait_for(
+        "every event delivered and completed under the flood",
+        Duration::from_secs(30),
+        async || all_completed(&store, PARENT).await && receiver.arrivals().len() >= 20,
+    )
+    .await;
+    let held = open_descriptors(pid, |_| true);
+    assert!(
+        held < OPEN_FILES as usize - 100,
+        "Herald holds {held} descriptors of its {OPEN_FILES}: the flood took what the store and the deliveries need"
+    );
+    let log = std::fs::read_to_string(&herald.log).unwrap_or_default();
+    assert!(
+        !log.contains("Too many open files") && !log.contains("unable to open database file"),
+        "Herald ran out of descriptors:\n{log}"
+    );
+    assert!(
+        log.contains("every client connection place is taken"),
+        "the full listener is reported"
+    );
+
+    // Once the flood goes, a new client is served.
+    drop(flood);
+    let answered = reqwest::Client::new()
+        .get(format!("{base}/readyz"))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .map(|r| r.status().is_success());
+    assert!(
+        matches!(answered, Ok(true)),
+        "a new client after the flood: {answered:?}"
+    );
+    drop(herald);
+    receiver.stop();
+    store.close().await;
+    db.drop_db().await;
+}
