@@ -165,7 +165,7 @@ pub async fn run(
         approvals: approvals.clone(),
         accounts,
         store: store.clone(),
-        metrics,
+        metrics: metrics.clone(),
         settings: Arc::new(settings.clone()),
         store_health: runtime.health.clone(),
         live_streams: Arc::new(tokio::sync::Semaphore::new(
@@ -184,7 +184,12 @@ pub async fn run(
     println!("Herald console: http://{addr}/overview");
 
     let stop_on_signal = stop.clone();
-    let listener = BoundedListener::new(listener, max_client_connections(&settings));
+    let max_connections = max_client_connections(&settings);
+    let listener = BoundedListener::new(
+        listener,
+        max_connections,
+        metrics.http_connections(max_connections),
+    );
     // Pages are streamed in several writes: without TCP_NODELAY, Nagle's algorithm
     // and the client's delayed ACK hold the last part back ~40 ms.
     let listener = listener.tap_io(|tcp| {

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use prometheus::IntGauge;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -43,15 +44,18 @@ pub struct BoundedListener {
     inner: TcpListener,
     places: Arc<Semaphore>,
     max: usize,
+    /// Connections held open now (`herald_http_connections_open`).
+    open: IntGauge,
     last_full_report: Option<Instant>,
 }
 
 impl BoundedListener {
-    pub fn new(inner: TcpListener, max: usize) -> Self {
+    pub fn new(inner: TcpListener, max: usize, open: IntGauge) -> Self {
         BoundedListener {
             inner,
             places: Arc::new(Semaphore::new(max.max(1))),
             max: max.max(1),
+            open,
             last_full_report: None,
         }
     }
@@ -84,13 +88,15 @@ impl axum::serve::Listener for BoundedListener {
         loop {
             match self.inner.accept().await {
                 Ok((stream, addr)) => {
+                    self.open.inc();
                     return (
                         Counted {
                             io: stream,
                             _place: place,
+                            open: self.open.clone(),
                         },
                         addr,
-                    )
+                    );
                 }
                 Err(err) => wait_after_accept_error(err).await,
             }
@@ -107,6 +113,13 @@ impl axum::serve::Listener for BoundedListener {
 pub struct Counted<Io> {
     io: Io,
     _place: Option<OwnedSemaphorePermit>,
+    open: IntGauge,
+}
+
+impl<Io> Drop for Counted<Io> {
+    fn drop(&mut self) {
+        self.open.dec();
+    }
 }
 
 impl<Io> Counted<Io> {
@@ -190,7 +203,8 @@ mod tests {
     async fn past_the_bound_a_connection_waits_until_one_closes() {
         let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = tcp.local_addr().unwrap();
-        let mut listener = BoundedListener::new(tcp, 2);
+        let open = IntGauge::new("open", "connections held").unwrap();
+        let mut listener = BoundedListener::new(tcp, 2, open.clone());
         let clients: Vec<TcpStream> = futures_util::future::join_all(
             (0..3).map(|_| async { TcpStream::connect(addr).await.unwrap() }),
         )
@@ -206,10 +220,15 @@ mod tests {
                 .is_err(),
             "a third connection accepted past a bound of 2"
         );
+        assert_eq!(open.get(), 2);
         drop(first);
-        tokio::time::timeout(Duration::from_secs(5), third)
+        let third = tokio::time::timeout(Duration::from_secs(5), third)
             .await
             .expect("the third connection accepted once the first closed");
+        assert_eq!(open.get(), 2);
+        drop(third);
+        drop(_second);
+        assert_eq!(open.get(), 0, "closed connections are no longer counted");
         drop(clients);
     }
 }

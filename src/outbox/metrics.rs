@@ -30,6 +30,8 @@ pub struct Metrics {
     trace_spans_dropped: prometheus::IntCounter,
     claims_handed_back: IntCounterVec,
     claims_leaving_out: IntCounterVec,
+    http_connections_open: prometheus::IntGauge,
+    http_connections_max: prometheus::IntGauge,
     /// Every family's name, series or not yet (what alert rules and dashboards
     /// may name).
     families: Vec<String>,
@@ -188,9 +190,19 @@ impl Metrics {
         for walk in ["full", "window"] {
             claims_leaving_out.with_label_values(&[walk]);
         }
+        let http_connections_open = must(prometheus::IntGauge::new(
+            "herald_http_connections_open",
+            "Client connections this server holds open.",
+        ));
+        let http_connections_max = must(prometheus::IntGauge::new(
+            "herald_http_connections_max",
+            "Client connections this server holds open at most (http_max_connections); past it new ones wait in the listen backlog.",
+        ));
         let mut families = Vec::new();
         for collector in [
             Box::new(trace_spans_dropped.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(http_connections_open.clone()),
+            Box::new(http_connections_max.clone()),
             Box::new(claims_handed_back.clone()),
             Box::new(claims_leaving_out.clone()),
             Box::new(breaker_open.clone()),
@@ -234,9 +246,18 @@ impl Metrics {
             trace_spans_dropped,
             claims_handed_back,
             claims_leaving_out,
+            http_connections_open,
+            http_connections_max,
             families,
             declared: Default::default(),
         }
+    }
+
+    /// The gauge of client connections held open (kept by the listener), its
+    /// bound set to `max`.
+    pub fn http_connections(&self, max: usize) -> prometheus::IntGauge {
+        self.http_connections_max.set(max as i64);
+        self.http_connections_open.clone()
     }
 
     /// The name of every metric family this process exports.

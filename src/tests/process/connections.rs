@@ -103,6 +103,22 @@ async fn a_flood_of_client_connections_leaves_the_deliveries_their_descriptors()
         matches!(answered, Ok(true)),
         "a new client after the flood: {answered:?}"
     );
+    // The gauges: the bound inside the limit, and the flood's places freed.
+    let max = testkit::metric_value(&base, "herald_http_connections_max").await;
+    assert!(
+        max.is_some_and(|max| max >= 64.0 && max < OPEN_FILES as f64),
+        "herald_http_connections_max {max:?}"
+    );
+    wait_for(
+        "the flood's connections no longer counted",
+        Duration::from_secs(10),
+        async || {
+            testkit::metric_value(&base, "herald_http_connections_open")
+                .await
+                .is_some_and(|open| open < 10.0)
+        },
+    )
+    .await;
     drop(herald);
     receiver.stop();
     store.close().await;
