@@ -214,25 +214,35 @@ pub async fn run(
     Ok(())
 }
 
-/// `http_max_connections`, or what the open-file limit leaves (raised first to
-/// its hard limit) once every other need is counted: the deliveries' sockets
+/// `http_max_connections`, or what the open-file limit (raised first to its
+/// hard limit) leaves once every other need is counted: the deliveries' sockets
 /// and the database connections of both stores.
 fn max_client_connections(settings: &Settings) -> usize {
-    if settings.http_max_connections > 0 {
-        return settings.http_max_connections;
-    }
     let open_file_limit = match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) => limit,
         Err(err) => {
-            tracing::warn!(error = %err, "cannot read the open-file limit");
+            tracing::warn!(error = %err, "cannot raise the open-file limit");
             rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(1_024, |(soft, _)| soft)
         }
     };
-    // Per store: its workers' sockets, its pool and the SQLite readers and
-    // checkpointer beside it.
+    // Per store: its workers' sockets, its pool and SQLite's read pool beside it.
     let per_store =
         settings.worker_concurrency as u64 + settings.database_max_connections as u64 + 8;
-    let max = derived_max_connections(open_file_limit, 2 * per_store);
+    let derived = derived_max_connections(open_file_limit, 2 * per_store);
+    let max = match settings.http_max_connections {
+        0 => derived,
+        set => {
+            if set > derived {
+                tracing::warn!(
+                    open_file_limit,
+                    http_max_connections = set,
+                    leaves_room_for = derived,
+                    "http_max_connections leaves the store and the deliveries fewer file descriptors than they may need"
+                );
+            }
+            set
+        }
+    };
     tracing::info!(
         open_file_limit,
         max_connections = max,
