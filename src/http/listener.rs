@@ -51,10 +51,11 @@ pub struct BoundedListener {
 
 impl BoundedListener {
     pub fn new(inner: TcpListener, max: usize, open: IntGauge) -> Self {
+        let max = max.max(1);
         BoundedListener {
             inner,
-            places: Arc::new(Semaphore::new(max.max(1))),
-            max: max.max(1),
+            places: Arc::new(Semaphore::new(max)),
+            max,
             open,
             last_full_report: None,
         }
@@ -85,22 +86,17 @@ impl axum::serve::Listener for BoundedListener {
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         let place = self.place().await;
-        loop {
-            match self.inner.accept().await {
-                Ok((stream, addr)) => {
-                    self.open.inc();
-                    return (
-                        Counted {
-                            io: stream,
-                            _place: place,
-                            open: self.open.clone(),
-                        },
-                        addr,
-                    );
-                }
-                Err(err) => wait_after_accept_error(err).await,
-            }
-        }
+        // axum's own accept: it retries a connection that failed before it was
+        // accepted at once, and waits out any other error (out of descriptors)
+        // a second instead of spinning.
+        let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
+        self.open.inc();
+        let connection = Counted {
+            io: stream,
+            _place: place,
+            open: self.open.clone(),
+        };
+        (connection, addr)
     }
 
     fn local_addr(&self) -> io::Result<Self::Addr> {
@@ -165,22 +161,6 @@ impl<Io: AsyncWrite + Unpin> AsyncWrite for Counted<Io> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
-
-/// A connection that failed before it was accepted is retried at once; any
-/// other error (out of descriptors or memory) is waited out a second, as
-/// axum's own listener does, instead of spinning.
-async fn wait_after_accept_error(err: io::Error) {
-    let per_connection = matches!(
-        err.kind(),
-        io::ErrorKind::ConnectionRefused
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::ConnectionReset
-    );
-    if !per_connection {
-        tracing::error!(error = %err, "cannot accept a connection; trying again in a second");
-        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
