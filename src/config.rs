@@ -104,6 +104,8 @@ settings! {
     login_slowdown_ms: u64 = 5_000, "HERALD_LOGIN_SLOWDOWN_MS";
     /// Failed sign-ins allowed per client address across all usernames in the window [default: 100]
     login_address_max_failures: u32 = crate::auth::throttle::DEFAULT_ADDRESS_LIMIT, "HERALD_LOGIN_ADDRESS_MAX_FAILURES";
+    /// How long an API token found valid is trusted without a store lookup, in milliseconds; a revocation is refused at once by the node that made it and by other nodes after at most this long (0: every request looks its token up; at most 300000) [default: 1000]
+    api_token_cache_ms: u64 = 1_000, "HERALD_API_TOKEN_CACHE_MS";
     /// Reverse proxies whose X-Forwarded-For names the client, e.g. "10.0.0.0/8" [default: none]
     trusted_proxies: String = String::new(), "HERALD_TRUSTED_PROXIES";
     /// Live-update streams (console tabs) this server keeps open at once; past it a tab polls [default: 500]
@@ -209,6 +211,9 @@ impl CallbackOrder {
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/herald.db";
+/// Five minutes: longer, a token revoked on one node would be trusted by others
+/// for longer than an operator would guess.
+pub const MAX_API_TOKEN_CACHE_MS: u64 = 300_000;
 
 impl Settings {
     pub fn resolve(args: &SettingsArgs) -> Result<Settings, ConfigError> {
@@ -307,6 +312,14 @@ impl Settings {
                     message: "must be greater than zero".into(),
                 });
             }
+        }
+        if self.api_token_cache_ms > MAX_API_TOKEN_CACHE_MS {
+            return Err(ConfigError::Invalid {
+                setting: "api_token_cache_ms",
+                message: format!(
+                    "must be at most {MAX_API_TOKEN_CACHE_MS}: other nodes trust a revoked token this long"
+                ),
+            });
         }
         crate::channels::guard::DestinationGuard::parse_allowlist(&self.destination_allowlist)
             .map_err(|message| ConfigError::Invalid {
@@ -598,5 +611,12 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("login_window_secs"), "{err}");
+        let err = Settings::resolve(&SettingsArgs {
+            api_token_cache_ms: Some(MAX_API_TOKEN_CACHE_MS + 1),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("api_token_cache_ms"), "{err}");
     }
 }

@@ -13,6 +13,7 @@ use vocab::Role;
 use crate::auth::password::generate_password;
 use crate::auth::session_store::DbSessionStore;
 use crate::auth::throttle::LoginThrottle;
+use crate::auth::token_cache::TokenCache;
 use crate::config::Settings;
 use crate::http::listener::{derived_max_connections, BoundedListener};
 use crate::http::{self, AppState};
@@ -51,6 +52,7 @@ pub fn account_service(store: &SqlStore, settings: &Settings) -> AccountService 
             Duration::from_millis(settings.login_slowdown_ms),
         )
         .with_address_limit(settings.login_address_max_failures),
+        TokenCache::new(Duration::from_millis(settings.api_token_cache_ms)),
     )
 }
 

@@ -6,6 +6,7 @@ pub mod password;
 pub mod session_store;
 pub mod throttle;
 pub mod token;
+pub mod token_cache;
 
 /// Session key under which the signed-in user's id is kept.
 pub const SESSION_USER_KEY: &str = "user_id";

@@ -9,6 +9,7 @@ use crate::auth::hashing_pool::{HashingPool, PoolError};
 use crate::auth::password::{self, generate_password, MIN_PASSWORD_LEN};
 use crate::auth::throttle::{LoginThrottle, Refusal};
 use crate::auth::token;
+use crate::auth::token_cache::TokenCache;
 use crate::store::ports::{
     ApiToken, NewAuditEntry, NewUser, TokenRepository, User, UserChange, UserChangeRefusal,
     UserRepository,
@@ -27,6 +28,8 @@ pub struct AccountService {
     throttle: Arc<LoginThrottle>,
     /// argon2id takes ~19 MiB and a core: it runs on a few threads of its own.
     hashing: HashingPool,
+    /// Tokens found valid a moment ago (`api_token_cache_ms`).
+    token_cache: Arc<TokenCache>,
 }
 
 /// A newly created API token; `secret` is shown once and never stored.
@@ -104,12 +107,14 @@ impl AccountService {
         users: Arc<dyn UserRepository>,
         tokens: Arc<dyn TokenRepository>,
         throttle: LoginThrottle,
+        token_cache: TokenCache,
     ) -> Self {
         AccountService {
             users,
             tokens,
             throttle: Arc::new(throttle),
             hashing: HashingPool::per_core(),
+            token_cache: Arc::new(token_cache),
         }
     }
 
@@ -280,10 +285,11 @@ impl AccountService {
             affected: 1,
             reason: None,
         };
-        self.tokens
-            .revoke_token(token_id, &audit)
-            .await?
-            .ok_or_else(|| ServiceError::NotFound(format!("token {token_id}")))
+        let revoked = self.tokens.revoke_token(token_id, &audit).await;
+        // Before the answer, and on an error too (the commit may have landed): the
+        // next request with this token is looked up again here.
+        self.token_cache.revoked();
+        revoked?.ok_or_else(|| ServiceError::NotFound(format!("token {token_id}")))
     }
 
     pub async fn user_count(&self) -> Result<i64, ServiceError> {
@@ -388,10 +394,19 @@ impl AccountService {
             return Ok(None);
         }
         let hash = token::hash_secret(secret);
-        Ok(self.tokens.token_by_hash(&hash).await?.map(|t| Viewer {
-            name: format!("token:{}", t.name),
-            role: t.role,
-        }))
+        if let Some(viewer) = self.token_cache.get(&hash) {
+            return Ok(Some(viewer));
+        }
+        let start = self.token_cache.lookup_start();
+        let Some(found) = self.tokens.token_by_hash(&hash).await? else {
+            return Ok(None);
+        };
+        let viewer = Viewer {
+            name: format!("token:{}", found.name),
+            role: found.role,
+        };
+        self.token_cache.keep(start, hash, viewer.clone());
+        Ok(Some(viewer))
     }
 
     pub async fn create_token(

@@ -6,9 +6,15 @@ use herald::store::ports::{
     UserChangeRefusal, UserRepository,
 };
 use herald::store::{SqlStore, StoreError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use herald::auth::throttle::LoginThrottle;
+use herald::auth::token_cache::TokenCache;
+use herald::service::accounts::{AccountService, Actor};
 use testkit::faults::InsertFault;
 use testkit::TestDb;
-use vocab::Role;
+use vocab::{Role, Viewer};
 
 testkit::contract_tests!(
     users_are_unique_by_name,
@@ -19,6 +25,7 @@ testkit::contract_tests!(
     an_account_change_whose_audit_row_fails_changes_nothing,
     admins_demoting_each_other_at_once_leave_one,
     revoked_tokens_authenticate_nothing_and_stay_listed,
+    a_token_revoked_on_another_node_is_refused_there_once_its_cache_entry_expires,
 );
 
 fn audit(subject: &str, action: &str) -> NewAuditEntry {
@@ -490,4 +497,66 @@ async fn revoked_tokens_authenticate_nothing_and_stay_listed(db: &TestDb) {
         vec![(format!("token deploy ({})", token.id), "new".to_string())]
     );
     store.close().await;
+}
+
+/// An account service as a node builds it, over its own connections to `db`.
+async fn node(db: &TestDb, token_cache_ttl: Duration) -> (SqlStore, AccountService) {
+    let store = db.store().await;
+    let shared = Arc::new(store.clone());
+    let service = AccountService::new(
+        shared.clone(),
+        shared,
+        LoginThrottle::new(5, Duration::from_secs(60), Duration::from_secs(5)),
+        TokenCache::new(token_cache_ttl),
+    );
+    (store, service)
+}
+
+async fn a_token_revoked_on_another_node_is_refused_there_once_its_cache_entry_expires(
+    db: &TestDb,
+) {
+    let ttl = Duration::from_secs(3);
+    let (store_a, node_a) = node(db, ttl).await;
+    let (store_b, node_b) = node(db, ttl).await;
+    let (store_c, uncached) = node(db, Duration::ZERO).await;
+    let created = node_a
+        .create_token(Actor::Local, "deploy", Role::Operator)
+        .await
+        .unwrap();
+    let secret = created.secret.as_str();
+    let found_on_a = Instant::now();
+    for node in [&node_a, &node_b, &uncached] {
+        let viewer = node.viewer_for_token(secret).await.unwrap();
+        assert_eq!(viewer.map(|v| v.role), Some(Role::Operator));
+    }
+    let admin = Viewer {
+        name: "test-admin".into(),
+        role: Role::Admin,
+    };
+    node_b
+        .revoke_token(Some(&admin), &created.token.id)
+        .await
+        .unwrap();
+    // The node that revoked it, and a node that keeps nothing: refused at once.
+    assert_eq!(node_b.viewer_for_token(secret).await.unwrap(), None);
+    assert_eq!(uncached.viewer_for_token(secret).await.unwrap(), None);
+    // The node that found it valid trusts its entry, and no longer than the ttl.
+    let served = node_a.viewer_for_token(secret).await.unwrap();
+    assert!(
+        found_on_a.elapsed() < ttl,
+        "precondition: node a asked again within its ttl"
+    );
+    assert!(served.is_some(), "node a answers from its cache");
+    while node_a.viewer_for_token(secret).await.unwrap().is_some() {
+        assert!(
+            found_on_a.elapsed() < ttl + Duration::from_secs(5),
+            "node a still accepts a token revoked {:?} ago",
+            found_on_a.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(found_on_a.elapsed() >= ttl);
+    for store in [store_a, store_b, store_c] {
+        store.close().await;
+    }
 }
