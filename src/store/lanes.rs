@@ -290,7 +290,7 @@ impl SqlStore {
              WHERE e.status IN ({BLOCKING}) AND {HEADS} GROUP BY e.source, e.kind"
         );
         sqlx::query(&sql)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.reads)
             .await?
             .iter()
             .map(|r| {

@@ -1097,13 +1097,8 @@ impl OutboxStore for SqlStore {
 
     async fn stats(&self, count_settled: bool) -> Result<OutboxStats, StoreError> {
         let now = self.engine.now_ms();
-        let quoted = |states: &[&str]| {
-            states
-                .iter()
-                .map(|s| format!("'{s}'"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        // On the read pool: on SQLite a count of a large table on the one writer
+        // would hold every commit back while it runs.
         // Live states come from the status index: a few rows, whatever the table's size.
         let sql = format!(
             "SELECT source, kind, status, COUNT(*) AS n, \
@@ -1112,18 +1107,10 @@ impl OutboxStore for SqlStore {
              FROM outbox_events WHERE status IN ({}) GROUP BY source, kind, status",
             quoted(&LIVE_STATES)
         );
-        let mut rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
+        let mut rows = sqlx::query(&sql).fetch_all(&self.reads).await?;
         if count_settled {
-            // Grouped by kind only, so the `(kind, status, created_at)` index answers
-            // without reading the table.
-            let sql = format!(
-                "SELECT '' AS source, kind, status, COUNT(*) AS n, \
-                 MIN(CASE WHEN status = 'pending' THEN created_at END) AS oldest_pending, \
-                 COUNT(CASE WHEN status = 'pending' THEN 1 END) AS expired \
-                 FROM outbox_events WHERE status IN ({}) GROUP BY kind, status",
-                quoted(&SETTLED_STATES)
-            );
-            rows.extend(sqlx::query(&sql).fetch_all(&self.pool).await?);
+            let sql = settled_count_sql(self.engine);
+            rows.extend(sqlx::query(&sql).fetch_all(&self.reads).await?);
         }
         let rows = rows
             .iter()
@@ -1140,7 +1127,7 @@ impl OutboxStore for SqlStore {
             .collect::<Result<Vec<_>, StoreError>>()?;
         let blocked = self.count_blocked_lanes().await?;
         let now_ms: i64 = sqlx::query_scalar(&format!("SELECT {now}"))
-            .fetch_one(&self.pool)
+            .fetch_one(&self.reads)
             .await?;
         Ok(OutboxStats {
             rows,
@@ -1148,5 +1135,59 @@ impl OutboxStore for SqlStore {
             settled_counted: count_settled,
             blocked_lanes: blocked,
         })
+    }
+}
+
+/// `states` as a list of SQL string literals.
+fn quoted(states: &[&str]) -> String {
+    states
+        .iter()
+        .map(|s| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The settled events counted by kind and status. Grouped by kind only, so the
+/// `(kind, status, created_at)` index answers without reading the table; on
+/// SQLite the status test stays a residual filter, or the status index is taken
+/// and every row read from the table (465–617 ms at 600,000 events, against
+/// 143–258 ms for the index alone).
+fn settled_count_sql(engine: super::engine::Engine) -> String {
+    format!(
+        "SELECT '' AS source, kind, status, COUNT(*) AS n, \
+         MIN(CASE WHEN status = 'pending' THEN created_at END) AS oldest_pending, \
+         COUNT(CASE WHEN status = 'pending' THEN 1 END) AS expired \
+         FROM outbox_events WHERE {} GROUP BY kind, status",
+        engine.residual_on_sqlite(&format!("status IN ({})", quoted(&SETTLED_STATES)))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreOptions;
+
+    /// A fresh store has no statistics: the case in which SQLite took the status
+    /// index and read every settled row from the table.
+    #[tokio::test]
+    async fn the_settled_count_reads_only_its_covering_index_on_sqlite() {
+        let store = SqlStore::open(&StoreOptions {
+            url: "memory://".into(),
+            max_connections: 1,
+        })
+        .await
+        .unwrap();
+        let sql = format!("EXPLAIN QUERY PLAN {}", settled_count_sql(store.engine));
+        let steps: Vec<String> = sqlx::query(&sql)
+            .fetch_all(&store.pool)
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| text(row, "detail").unwrap())
+            .collect();
+        assert_eq!(
+            steps,
+            vec!["SCAN outbox_events USING COVERING INDEX outbox_kind_status".to_string()]
+        );
     }
 }
