@@ -839,6 +839,9 @@ async fn measure(
     if soak_retention.is_some() {
         // An hour's figures are kept even if some requests failed: said, not hidden.
         println!("requests that failed: {}", report.failed);
+        // Of them, those Herald refused at once past its bound (0 on builds without it).
+        let refused = metric_sum(&server.base, "herald_http_api_requests_refused_total").await;
+        println!("requests refused at once (503 overloaded): {refused}");
     } else {
         assert_eq!(report.failed, 0, "transitions failed");
     }

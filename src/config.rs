@@ -112,6 +112,8 @@ settings! {
     live_max_streams: usize = 500, "HERALD_LIVE_MAX_STREAMS";
     /// Client connections held open at once; past it new ones wait in the listen backlog, so clients never take the descriptors the store and deliveries need [default: 0, what the open-file limit leaves after the deliveries, the database connections and 256]
     http_max_connections: usize = 0, "HERALD_HTTP_MAX_CONNECTIONS";
+    /// Producer API requests (`/api/v1`) served at once; past it a request is refused at once with 503 and Retry-After, before anything is recorded, so a producer that outruns the store is told to back off instead of piling up connections (0: no bound) [default: 1024]
+    api_max_requests_in_flight: usize = 1_024, "HERALD_API_MAX_REQUESTS_IN_FLIGHT";
     /// Largest request body accepted, in bytes [default: 1048576]
     max_body_bytes: usize = 1024 * 1024, "HERALD_MAX_BODY_BYTES";
     /// Log format: text or json [default: text]

@@ -175,6 +175,10 @@ pub async fn run(
                 .live_max_streams
                 .min(tokio::sync::Semaphore::MAX_PERMITS),
         )),
+        admission: http::Admission::new(
+            settings.api_max_requests_in_flight,
+            metrics.api_admission(settings.api_max_requests_in_flight),
+        ),
         stopping: stop.clone(),
     };
     let sessions = DbSessionStore::new(Arc::new(store.clone()));

@@ -14,12 +14,14 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use prometheus::IntGauge;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::telemetry::LogGate;
 
 /// File descriptors kept for everything but client connections, on top of
 /// the deliveries' and the database's: Herald's own files (SQLite's, archives,
@@ -46,7 +48,7 @@ pub struct BoundedListener {
     max: usize,
     /// Connections held open now (`herald_http_connections_open`).
     open: IntGauge,
-    last_full_report: Option<Instant>,
+    full_report: LogGate,
 }
 
 impl BoundedListener {
@@ -57,7 +59,7 @@ impl BoundedListener {
             places: Arc::new(Semaphore::new(max)),
             max,
             open,
-            last_full_report: None,
+            full_report: LogGate::new(FULL_REPORT_EVERY),
         }
     }
 
@@ -65,11 +67,7 @@ impl BoundedListener {
         if let Ok(place) = self.places.clone().try_acquire_owned() {
             return Some(place);
         }
-        if self
-            .last_full_report
-            .is_none_or(|at| at.elapsed() >= FULL_REPORT_EVERY)
-        {
-            self.last_full_report = Some(Instant::now());
+        if self.full_report.due() {
             tracing::warn!(
                 max_connections = self.max,
                 "every client connection place is taken; new connections wait until one closes (http_max_connections)"

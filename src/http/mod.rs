@@ -2,6 +2,7 @@
 //! health probes, and the layers around them.
 
 mod admin;
+mod admission;
 mod approvals;
 mod auth;
 mod body_limit;
@@ -39,6 +40,7 @@ use app::{shell, App};
 use crate::auth::session_store::DbSessionStore;
 use console::{AccountsConsole, ApprovalsConsole, Console, RecordsConsole};
 
+pub use admission::{Admission, AdmissionGauges};
 pub use error::ApiError;
 pub use state::AppState;
 
@@ -97,11 +99,17 @@ pub fn router(state: AppState, sessions: DbSessionStore) -> Router {
         .route(live::LIVE_PATH, get(live::stream))
         .route("/deliveries/export", get(export::events))
         .route("/audit/export", get(export::audit))
+        // Only the producer API is bounded: the console, probes and metrics stay
+        // reachable while producers are told to back off.
         .nest(
             "/api/v1",
             runs::router()
                 .merge(deliveries::api_router())
-                .merge(approvals::api_router()),
+                .merge(approvals::api_router())
+                .layer(middleware::from_fn_with_state(
+                    state.admission.clone(),
+                    admission::admit,
+                )),
         )
         .nest(
             "/admin/api",

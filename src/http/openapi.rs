@@ -151,7 +151,10 @@ const COMMON: &[Common] = &[
     Common {
         status: "503",
         name: "Unavailable",
-        description: "A store is unavailable or busy; retry after `Retry-After` seconds",
+        description:
+            "A store is unavailable or busy, or (`overloaded`, producer API only) this server \
+            serves as many API requests as it takes at once and recorded nothing of this one; \
+            retry after `Retry-After` seconds",
         needs_input: false,
         needs_body: false,
     },

@@ -32,6 +32,8 @@ pub struct AppState {
     pub store_health: Vec<Arc<crate::outbox::availability::StoreHealth>>,
     /// Places for the console's live-update streams (`live_max_streams`).
     pub live_streams: Arc<tokio::sync::Semaphore>,
+    /// Places for the producer API's requests (`api_max_requests_in_flight`).
+    pub admission: super::admission::Admission,
     /// Cancelled when the server starts to stop: open live streams end then, so
     /// a graceful shutdown does not wait out their lifetime.
     pub stopping: tokio_util::sync::CancellationToken,

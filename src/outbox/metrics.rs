@@ -32,6 +32,9 @@ pub struct Metrics {
     claims_leaving_out: IntCounterVec,
     http_connections_open: prometheus::IntGauge,
     http_connections_max: prometheus::IntGauge,
+    api_requests_in_flight: prometheus::IntGauge,
+    api_requests_in_flight_max: prometheus::IntGauge,
+    api_requests_refused: prometheus::IntCounter,
     /// Every family's name, series or not yet (what alert rules and dashboards
     /// may name).
     families: Vec<String>,
@@ -198,11 +201,26 @@ impl Metrics {
             "herald_http_connections_max",
             "Client connections this server holds open at most (http_max_connections); past it new ones wait in the listen backlog.",
         ));
+        let api_requests_in_flight = must(prometheus::IntGauge::new(
+            "herald_http_api_requests_in_flight",
+            "Producer API requests (/api/v1) being served now.",
+        ));
+        let api_requests_in_flight_max = must(prometheus::IntGauge::new(
+            "herald_http_api_requests_in_flight_max",
+            "Producer API requests served at once at most (api_max_requests_in_flight; 0: no bound); past it a request is refused with 503.",
+        ));
+        let api_requests_refused = must(prometheus::IntCounter::new(
+            "herald_http_api_requests_refused_total",
+            "Producer API requests refused with 503 because every place was taken (nothing of them was recorded).",
+        ));
         let mut families = Vec::new();
         for collector in [
             Box::new(trace_spans_dropped.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(http_connections_open.clone()),
             Box::new(http_connections_max.clone()),
+            Box::new(api_requests_in_flight.clone()),
+            Box::new(api_requests_in_flight_max.clone()),
+            Box::new(api_requests_refused.clone()),
             Box::new(claims_handed_back.clone()),
             Box::new(claims_leaving_out.clone()),
             Box::new(breaker_open.clone()),
@@ -248,6 +266,9 @@ impl Metrics {
             claims_leaving_out,
             http_connections_open,
             http_connections_max,
+            api_requests_in_flight,
+            api_requests_in_flight_max,
+            api_requests_refused,
             families,
             declared: Default::default(),
         }
@@ -258,6 +279,15 @@ impl Metrics {
     pub fn http_connections(&self, max: usize) -> prometheus::IntGauge {
         self.http_connections_max.set(max as i64);
         self.http_connections_open.clone()
+    }
+
+    /// The producer API bound's gauges, its maximum (`max`, 0 for none) set.
+    pub fn api_admission(&self, max: usize) -> crate::http::AdmissionGauges {
+        self.api_requests_in_flight_max.set(max as i64);
+        crate::http::AdmissionGauges {
+            in_flight: self.api_requests_in_flight.clone(),
+            refused: self.api_requests_refused.clone(),
+        }
     }
 
     /// The name of every metric family this process exports.

@@ -1,7 +1,8 @@
 //! A real Herald server in this process on a loopback port, spoken to over HTTP:
 //! the runs API, the console and admin API, approvals, roles and sessions, sign-in
-//! abuse, a store locked by another session, configuration notices, the overview, one
-//! console over two databases, and the ephemeral `memory://` store.
+//! abuse, a store locked by another session, the producer API's in-flight bound,
+//! configuration notices, the overview, one console over two databases, and the
+//! ephemeral `memory://` store.
 
 mod approvals;
 mod batch_transitions;
@@ -12,6 +13,7 @@ mod idempotency;
 mod lanes;
 mod locked_store;
 mod memory_store;
+mod overload;
 mod overview;
 mod records;
 mod roles_and_sessions;
