@@ -77,12 +77,14 @@ impl Admission {
 
 /// Runs `request` if a place is free, else refuses it at once.
 pub async fn admit(State(admission): State<Admission>, request: Request, next: Next) -> Response {
-    let Some(places) = &admission.places else {
-        return next.run(request).await;
+    let _place = match &admission.places {
+        Some(places) => match places.clone().try_acquire_owned() {
+            Ok(place) => Some(place),
+            Err(_) => return admission.refusal(),
+        },
+        None => None,
     };
-    let Ok(_place) = places.clone().try_acquire_owned() else {
-        return admission.refusal();
-    };
+    // Counted with or without a bound: the gauge says what a bound would meet.
     let _counted = InFlight::count(&admission.gauges.in_flight);
     next.run(request).await
 }

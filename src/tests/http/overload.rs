@@ -14,6 +14,18 @@ use vocab::Role;
 
 use testkit::{json_of, metric_value, wait_for, TestDb, TestServer};
 
+/// A server whose producer API serves at most `max` requests at once, its base
+/// address and an operator's token.
+async fn bounded_server(max: usize) -> (TestServer, String, String) {
+    let server = TestServer::start_on(TestDb::new(Engine::Sqlite).await, |args| {
+        args.api_max_requests_in_flight = Some(max);
+    })
+    .await;
+    let base = server.url("");
+    let token = server.token(Role::Operator).await;
+    (server, base, token)
+}
+
 /// A `POST /api/v1/runs` sent up to half its body: the server has admitted it
 /// and waits for the rest, holding its place.
 async fn half_sent_create(server: &TestServer, token: &str, tenant: &str) -> (TcpStream, Vec<u8>) {
@@ -42,14 +54,22 @@ async fn finish(mut stream: TcpStream, rest: Vec<u8>) -> String {
     answer.lines().next().unwrap_or_default().to_string()
 }
 
+/// A whole `POST /api/v1/runs` for tenant `third`; its answer must come within
+/// 10 s (a refusal is at once, never a wait for a place).
+async fn create_third(server: &TestServer, token: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(server.url("/api/v1/runs"))
+        .bearer_auth(token)
+        .json(&json!({"type": "etl", "tenant": "third"}))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .expect("an answer at once, not a wait for a place")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_producer_past_the_bound_is_refused_at_once_and_nothing_of_it_is_recorded() {
-    let server = TestServer::start_on(TestDb::new(Engine::Sqlite).await, |args| {
-        args.api_max_requests_in_flight = Some(2);
-    })
-    .await;
-    let base = server.url("");
-    let token = server.token(Role::Operator).await;
+    let (server, base, token) = bounded_server(2).await;
     let client = reqwest::Client::new();
     let in_flight = async || {
         metric_value(&base, "herald_http_api_requests_in_flight")
@@ -73,14 +93,7 @@ async fn a_producer_past_the_bound_is_refused_at_once_and_nothing_of_it_is_recor
 
     // A third is refused at once (not queued behind the two), and says why and
     // when to come back.
-    let refused = client
-        .post(server.url("/api/v1/runs"))
-        .bearer_auth(&token)
-        .json(&json!({"type": "etl", "tenant": "third"}))
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-        .expect("an answer at once, not a wait for a place");
+    let refused = create_third(&server, &token).await;
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(
         refused
@@ -117,13 +130,7 @@ async fn a_producer_past_the_bound_is_refused_at_once_and_nothing_of_it_is_recor
     .await;
 
     // The refused one, retried, is recorded once; the refusal left nothing behind.
-    let retried = client
-        .post(server.url("/api/v1/runs"))
-        .bearer_auth(&token)
-        .json(&json!({"type": "etl", "tenant": "third"}))
-        .send()
-        .await
-        .unwrap();
+    let retried = create_third(&server, &token).await;
     assert_eq!(retried.status(), StatusCode::CREATED);
     let list = json_of(client.get(server.url("/api/v1/runs")).bearer_auth(&token)).await;
     let mut tenants: Vec<&str> = list["runs"]
@@ -137,6 +144,32 @@ async fn a_producer_past_the_bound_is_refused_at_once_and_nothing_of_it_is_recor
     assert_eq!(
         metric_value(&base, "herald_http_api_requests_refused_total").await,
         Some(1.0)
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_bound_at_zero_nothing_is_refused_and_requests_are_still_counted() {
+    let (server, base, token) = bounded_server(0).await;
+    let first = half_sent_create(&server, &token, "first").await;
+    let second = half_sent_create(&server, &token, "second").await;
+    wait_for(
+        "both creates counted while they wait for their bodies",
+        Duration::from_secs(10),
+        async || metric_value(&base, "herald_http_api_requests_in_flight").await == Some(2.0),
+    )
+    .await;
+    let third = create_third(&server, &token).await;
+    assert_eq!(third.status(), StatusCode::CREATED);
+    assert!(finish(first.0, first.1).await.contains("201"));
+    assert!(finish(second.0, second.1).await.contains("201"));
+    assert_eq!(
+        metric_value(&base, "herald_http_api_requests_in_flight_max").await,
+        Some(0.0)
+    );
+    assert_eq!(
+        metric_value(&base, "herald_http_api_requests_refused_total").await,
+        Some(0.0)
     );
     server.stop().await;
 }
