@@ -13,8 +13,7 @@
 //! metric labels; payloads and secrets never become attributes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
@@ -286,33 +285,6 @@ pub fn current_traceparent() -> Option<String> {
     written.0
 }
 
-/// Says yes at most once every `every`: a condition that lasts (every place
-/// taken) is logged once a minute, not once per request it touches.
-#[derive(Debug)]
-pub struct LogGate {
-    every: Duration,
-    last: Mutex<Option<Instant>>,
-}
-
-impl LogGate {
-    pub const fn new(every: Duration) -> Self {
-        LogGate {
-            every,
-            last: Mutex::new(None),
-        }
-    }
-
-    /// Whether to log now (and, if so, not again for `every`).
-    pub fn due(&self) -> bool {
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        if last.is_some_and(|at| at.elapsed() < self.every) {
-            return false;
-        }
-        *last = Some(Instant::now());
-        true
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,15 +319,5 @@ mod tests {
             .span_context()
             .is_valid());
         assert!(!context_of(None).span().span_context().is_valid());
-    }
-
-    #[test]
-    fn a_log_gate_says_yes_once_per_interval() {
-        let gate = LogGate::new(Duration::from_millis(200));
-        assert!(gate.due());
-        assert!(!gate.due(), "again at once");
-        std::thread::sleep(Duration::from_millis(250));
-        assert!(gate.due(), "after the interval");
-        assert!(!gate.due());
     }
 }

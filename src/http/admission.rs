@@ -20,7 +20,8 @@ use prometheus::{IntCounter, IntGauge};
 use tokio::sync::Semaphore;
 
 use super::error::ApiError;
-use crate::telemetry::LogGate;
+use crate::clock::OncePer;
+use crate::outbox::metrics::OnGauge;
 
 /// How often a refusal is logged while refusals go on (the counter has them all).
 const REFUSAL_REPORT_EVERY: Duration = Duration::from_secs(60);
@@ -32,7 +33,7 @@ pub struct Admission {
     places: Option<Arc<Semaphore>>,
     max: usize,
     gauges: AdmissionGauges,
-    report: Arc<LogGate>,
+    report: Arc<OncePer>,
 }
 
 /// What the bound reports to Prometheus.
@@ -50,7 +51,7 @@ impl Admission {
             places,
             max,
             gauges,
-            report: Arc::new(LogGate::new(REFUSAL_REPORT_EVERY)),
+            report: Arc::new(OncePer::new(REFUSAL_REPORT_EVERY)),
         }
     }
 
@@ -85,23 +86,6 @@ pub async fn admit(State(admission): State<Admission>, request: Request, next: N
         None => None,
     };
     // Counted with or without a bound: the gauge says what a bound would meet.
-    let _counted = InFlight::count(&admission.gauges.in_flight);
+    let _counted = OnGauge::count(&admission.gauges.in_flight);
     next.run(request).await
-}
-
-/// One request in `herald_http_api_requests_in_flight`, counted down however it
-/// ends (a client that hangs up drops the future).
-struct InFlight(IntGauge);
-
-impl InFlight {
-    fn count(gauge: &IntGauge) -> Self {
-        gauge.inc();
-        InFlight(gauge.clone())
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
 }

@@ -21,7 +21,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::telemetry::LogGate;
+use crate::clock::OncePer;
+use crate::outbox::metrics::OnGauge;
 
 /// File descriptors kept for everything but client connections, on top of
 /// the deliveries' and the database's: Herald's own files (SQLite's, archives,
@@ -48,7 +49,7 @@ pub struct BoundedListener {
     max: usize,
     /// Connections held open now (`herald_http_connections_open`).
     open: IntGauge,
-    full_report: LogGate,
+    full_report: OncePer,
 }
 
 impl BoundedListener {
@@ -59,7 +60,7 @@ impl BoundedListener {
             places: Arc::new(Semaphore::new(max)),
             max,
             open,
-            full_report: LogGate::new(FULL_REPORT_EVERY),
+            full_report: OncePer::new(FULL_REPORT_EVERY),
         }
     }
 
@@ -88,11 +89,10 @@ impl axum::serve::Listener for BoundedListener {
         // accepted at once, and waits out any other error (out of descriptors)
         // a second instead of spinning.
         let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
-        self.open.inc();
         let connection = Counted {
             io: stream,
             _place: place,
-            open: self.open.clone(),
+            _open: OnGauge::count(&self.open),
         };
         (connection, addr)
     }
@@ -102,18 +102,13 @@ impl axum::serve::Listener for BoundedListener {
     }
 }
 
-/// A connection that frees its place when it is dropped (closed).
+/// A connection that frees its place, and is counted out of
+/// `herald_http_connections_open`, when it is dropped (closed).
 #[derive(Debug)]
 pub struct Counted<Io> {
     io: Io,
     _place: Option<OwnedSemaphorePermit>,
-    open: IntGauge,
-}
-
-impl<Io> Drop for Counted<Io> {
-    fn drop(&mut self) {
-        self.open.dec();
-    }
+    _open: OnGauge,
 }
 
 impl<Io> Counted<Io> {

@@ -508,6 +508,24 @@ impl Metrics {
     }
 }
 
+/// One on `gauge` for as long as it lives, counted down however its owner ends
+/// (a connection closed, a request whose client hung up).
+#[derive(Debug)]
+pub struct OnGauge(prometheus::IntGauge);
+
+impl OnGauge {
+    pub fn count(gauge: &prometheus::IntGauge) -> Self {
+        gauge.inc();
+        OnGauge(gauge.clone())
+    }
+}
+
+impl Drop for OnGauge {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,8 +3,9 @@
 //! every `rollup_interval_ms`, and another node takes over once it stops.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::clock::OncePer;
 use crate::store::events::OutboxStats;
 use crate::store::rollups::{BacklogSample, DeliveryRollups, RollupReport, ALL};
 use crate::store::StoreError;
@@ -19,8 +20,8 @@ pub struct RollupPasses {
     store: Arc<dyn DeliveryRollups>,
     /// This node, as the lease names it.
     holder: String,
-    every: Duration,
-    last: std::sync::Mutex<Option<Instant>>,
+    /// A pass at most once every `rollup_interval_ms`.
+    due: OncePer,
     /// What the last pass counted (window start, settled, backlog): a pass that
     /// counts something else tells open pages (`crate::changes`).
     last_counted: std::sync::Mutex<Option<(i64, i64, i64)>>,
@@ -31,8 +32,7 @@ impl RollupPasses {
         RollupPasses {
             store,
             holder,
-            every,
-            last: Default::default(),
+            due: OncePer::new(every),
             last_counted: Default::default(),
         }
     }
@@ -43,12 +43,8 @@ impl RollupPasses {
         &self,
         stats: &OutboxStats,
     ) -> Result<Option<RollupReport>, StoreError> {
-        {
-            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-            if last.is_some_and(|at| at.elapsed() < self.every) {
-                return Ok(None);
-            }
-            *last = Some(Instant::now());
+        if !self.due.due() {
+            return Ok(None);
         }
         if !self
             .store
