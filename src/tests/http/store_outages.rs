@@ -117,6 +117,21 @@ async fn runs_keep_flowing_while_the_approvals_database_is_out() {
     })
     .await;
 
+    // Arrange: the callback's arrival precedes its settle's commit; wait for
+    // the event to stand completed before reading the listing.
+    wait_for(
+        "the callback settled",
+        Duration::from_secs(20),
+        async || {
+            let (_, page) = scene
+                .admin_get("/admin/api/notification-outbox?status=completed")
+                .await;
+            page["events"]
+                .as_array()
+                .is_some_and(|events| events.iter().any(|e| e["event_id"] == callback.as_str()))
+        },
+    )
+    .await;
     // The listing shows the jobs store's events and names the missing store.
     let (status, page) = scene
         .admin_get("/admin/api/notification-outbox?status=completed")
