@@ -476,6 +476,7 @@ async fn probe(engine: Engine, n: usize) {
                 due_within_ms: None,
                 readmitted: Vec::new(),
                 metered: Vec::new(),
+                take_expired: true,
             })
             .await
             .unwrap();

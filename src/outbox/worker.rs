@@ -17,6 +17,7 @@ use super::frontier::{ClaimFrontier, Reach};
 use super::handler::{Outcome, Registry};
 use super::metrics::Metrics;
 use super::model::{ClaimedEvent, FailedEvent, Settle, Settlement};
+use crate::clock::OncePer;
 use crate::store::ports::{ClaimRequest, Claimed, OutboxStore};
 use crate::telemetry::{self, TRACE_TARGET};
 
@@ -86,7 +87,15 @@ pub struct Worker {
     health: Arc<StoreHealth>,
     /// Per-destination caps and breakers, when this worker's kinds send out.
     destinations: Option<Arc<DestinationHealth>>,
+    /// When a claim next looks for expired leases ([`EXPIRED_LEASE_SCAN_EVERY`]).
+    expired_scan: OncePer,
 }
+
+/// How often a worker's claim also takes expired leases of redeliverable events.
+/// A lease expires only when its holder died or stalled, after tens of seconds;
+/// a second more before its event is taken again is nothing beside that, and
+/// every claim in between is one statement fewer.
+const EXPIRED_LEASE_SCAN_EVERY: Duration = Duration::from_secs(1);
 
 /// How long the settler waits for more finished attempts to share a commit.
 const SETTLE_LINGER: Duration = Duration::from_millis(2);
@@ -120,6 +129,7 @@ impl Worker {
             wake,
             health,
             destinations: None,
+            expired_scan: OncePer::new(EXPIRED_LEASE_SCAN_EVERY),
         }
     }
 
@@ -155,6 +165,7 @@ impl Worker {
             due_within_ms: reach.window_ms,
             readmitted: reach.readmitted,
             metered,
+            take_expired: self.expired_scan.due(),
         }
     }
 

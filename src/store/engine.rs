@@ -258,6 +258,14 @@ impl Engine {
         matches!(self, Engine::Postgres)
     }
 
+    /// Whether a `WITH` clause may hold `UPDATE … RETURNING` and `INSERT`
+    /// (PostgreSQL only): a worker's completions and their attempt rows then go
+    /// in one statement, one round trip and one implicit transaction, where
+    /// `BEGIN`, two statements and `COMMIT` took four.
+    pub fn writes_in_with(self) -> bool {
+        matches!(self, Engine::Postgres)
+    }
+
     /// Whether `UPDATE … RETURNING` is available (not on MySQL/MariaDB).
     pub fn has_returning(self) -> bool {
         matches!(self, Engine::Sqlite | Engine::Postgres)

@@ -43,6 +43,30 @@ const LANE_HEAD: &str = "(lane IS NULL OR COALESCE((SELECT mine.seq FROM lane_me
      WHERE mine.event_id = outbox_events.event_id), 0) <= COALESCE((SELECT MIN(head.seq) \
      FROM lane_members head WHERE head.lane = outbox_events.lane), 0))";
 
+/// An attempt row's columns, in the order [`bind_attempt`] binds them.
+const ATTEMPT_COLUMNS: &str =
+    "event_id, attempt, cycle, started_at, finished_at, outcome, status_code, error, worker";
+
+/// A batch's completions by lease token and status code: their indexes.
+type CompletionGroups<'a> = Vec<((&'a str, Option<u16>), Vec<usize>)>;
+
+/// A statement being bound.
+type Bound<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>;
+
+/// Binds the attempt row `settlement` logs, in [`ATTEMPT_COLUMNS`]' order.
+fn bind_attempt<'q>(query: Bound<'q>, settlement: &'q Settlement) -> Bound<'q> {
+    query
+        .bind(&settlement.event_id)
+        .bind(settlement.attempt)
+        .bind(settlement.cycle)
+        .bind(settlement.started_at_ms)
+        .bind(settlement.finished_at_ms)
+        .bind(settlement.settle.outcome_label())
+        .bind(settlement.status_code.map(i64::from))
+        .bind(settlement.error.as_deref().map(bound_error))
+        .bind(&settlement.worker)
+}
+
 /// The fence every worker write carries.
 pub(super) const FENCE: &str = "lease_token = ? AND status = 'processing' AND lease_expires_at > ";
 
@@ -273,6 +297,116 @@ impl SqlStore {
         Ok(claimed)
     }
 
+    /// Settles `batch` in one write transaction: completions one statement per
+    /// lease token and status code, every other outcome its own, lanes released
+    /// and attempts logged in the same transaction.
+    async fn settle_in_transaction(&self, batch: &[Settlement]) -> Result<Vec<bool>, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let mut accepted = vec![false; batch.len()];
+        // Completions share one statement per (lease token, status code).
+        let mut groups: CompletionGroups = Vec::new();
+        for (i, s) in batch.iter().enumerate() {
+            if s.settle == Settle::Completed {
+                let key = (s.lease_token.as_str(), s.status_code);
+                match groups.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, members)) => members.push(i),
+                    None => groups.push((key, vec![i])),
+                }
+            } else {
+                accepted[i] = self.settle_one(&mut tx, s).await?;
+            }
+        }
+        for (_, members) in &groups {
+            for chunk in members.chunks(500) {
+                let group: Vec<&Settlement> = chunk.iter().map(|&i| &batch[i]).collect();
+                let results = self.complete_group(&mut tx, &group).await?;
+                for (&i, ok) in chunk.iter().zip(results) {
+                    accepted[i] = ok;
+                }
+            }
+        }
+        // A laned event completed or skipped lets its lane's next one go, in
+        // this same transaction (a replayed settlement deletes nothing twice).
+        let done: Vec<&str> = batch
+            .iter()
+            .zip(&accepted)
+            .filter(|(s, ok)| **ok && s.releases_lane())
+            .map(|(s, _)| s.event_id.as_str())
+            .collect();
+        self.leave_lanes(&mut tx, &done).await?;
+        // A deferred claim was no attempt: nothing to log.
+        let landed: Vec<&Settlement> = batch
+            .iter()
+            .zip(&accepted)
+            .filter_map(|(s, ok)| ok.then_some(s))
+            .filter(|s| !matches!(s.settle, Settle::Deferred { .. }))
+            .collect();
+        for chunk in landed.chunks(500) {
+            self.write_attempts(&mut tx, chunk).await?;
+        }
+        tx.commit().await?;
+        Ok(accepted)
+    }
+
+    /// Completions of unlaned events with their attempt rows, one statement per
+    /// chunk (`Engine::writes_in_with`). The fence is the one every worker write
+    /// carries, row by row. A settlement the statement did not complete (its
+    /// lease lost, or a replay of one already written) goes through
+    /// `settle_in_transaction`, which tells the two apart; a replay of this whole
+    /// call finds its completions written and is answered the same way.
+    async fn complete_with_attempts(&self, batch: &[Settlement]) -> Result<Vec<bool>, StoreError> {
+        let mut completed = std::collections::HashSet::new();
+        for chunk in batch.chunks(500) {
+            completed.extend(self.complete_chunk_with_attempts(chunk).await?);
+        }
+        let mut accepted: Vec<bool> = batch
+            .iter()
+            .map(|s| completed.contains(&s.event_id))
+            .collect();
+        let left: Vec<usize> = (0..batch.len()).filter(|&i| !accepted[i]).collect();
+        if !left.is_empty() {
+            let again: Vec<Settlement> = left.iter().map(|&i| batch[i].clone()).collect();
+            let results = self.settle_in_transaction(&again).await?;
+            for (&i, ok) in left.iter().zip(results) {
+                accepted[i] = ok;
+            }
+        }
+        Ok(accepted)
+    }
+
+    /// One statement: the fenced completions, the attempt row of each (insert-if-
+    /// absent, so padding repeats add nothing), and the ids it completed.
+    async fn complete_chunk_with_attempts(
+        &self,
+        chunk: &[Settlement],
+    ) -> Result<Vec<String>, StoreError> {
+        let now = self.engine.now_ms();
+        let row = "(?, CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), \
+                   CAST(? AS BIGINT), ?, CAST(? AS BIGINT), ?, ?, ?)";
+        let rows = vec![row; padded_len(chunk.len())].join(", ");
+        let sql = format!(
+            "WITH settled ({ATTEMPT_COLUMNS}, lease_token) AS (VALUES {rows}), \
+             done AS (UPDATE outbox_events SET status = 'completed', completed_at = {now}, \
+             updated_at = {now}, lease_expires_at = NULL, \
+             last_status_code = settled.status_code, last_error = NULL \
+             FROM settled WHERE outbox_events.event_id = settled.event_id \
+             AND outbox_events.lease_token = settled.lease_token \
+             AND outbox_events.status = 'processing' AND outbox_events.lease_expires_at > {now} \
+             RETURNING outbox_events.event_id), \
+             logged AS (INSERT INTO outbox_attempts ({ATTEMPT_COLUMNS}) \
+             SELECT {ATTEMPT_COLUMNS} FROM settled WHERE event_id IN (SELECT event_id FROM done) {}) \
+             SELECT event_id FROM done",
+            self.engine.insert_if_absent_tail("event_id, attempt")
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        for s in padded(chunk) {
+            query = bind_attempt(query, s).bind(&s.lease_token);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter().map(|r| text(r, "event_id")).collect()
+    }
+
     async fn write_attempts(
         &self,
         tx: &mut Transaction<'static, Any>,
@@ -286,23 +420,14 @@ impl SqlStore {
         // and the padding rows (repeats of the last) add nothing.
         let width = padded_len(accepted.len());
         let sql = format!(
-            "INSERT INTO outbox_attempts (event_id, attempt, cycle, started_at, finished_at, outcome, status_code, error, worker) VALUES {} {}",
+            "INSERT INTO outbox_attempts ({ATTEMPT_COLUMNS}) VALUES {} {}",
             vec![row; width].join(", "),
             self.engine.insert_if_absent_tail("event_id, attempt")
         );
         let sql = self.engine.sql(&sql);
         let mut query = sqlx::query(&sql);
         for s in padded(accepted) {
-            query = query
-                .bind(&s.event_id)
-                .bind(s.attempt)
-                .bind(s.cycle)
-                .bind(s.started_at_ms)
-                .bind(s.finished_at_ms)
-                .bind(s.settle.outcome_label())
-                .bind(s.status_code.map(i64::from))
-                .bind(s.error.as_deref().map(bound_error))
-                .bind(&s.worker);
+            query = bind_attempt(query, s);
         }
         query.execute(&mut **tx).await?;
         Ok(())
@@ -730,8 +855,10 @@ impl OutboxStore for SqlStore {
         }
         let now = self.engine.now_ms();
         // Expired leases of redeliverable events first: they are the oldest owed work.
-        let mut claimed = self
-            .claim_where(
+        let mut claimed = if !request.take_expired {
+            Vec::new()
+        } else {
+            self.claim_where(
                 request,
                 ClaimPick {
                     filter: &format!(
@@ -746,7 +873,8 @@ impl OutboxStore for SqlStore {
                 request.limit,
                 &[],
             )
-            .await?;
+            .await?
+        };
         let due = format!("status = 'pending' AND next_attempt_at <= {now}");
         let every_due = ClaimPick {
             filter: &due,
@@ -852,51 +980,13 @@ impl OutboxStore for SqlStore {
     }
 
     async fn settle(&self, batch: &[Settlement]) -> Result<Vec<bool>, StoreError> {
-        let mut tx = self.begin_write().await?;
-        let mut accepted = vec![false; batch.len()];
-        // Completions share one statement per (lease token, status code).
-        let mut groups: Vec<((&str, Option<u16>), Vec<usize>)> = Vec::new();
-        for (i, s) in batch.iter().enumerate() {
-            if s.settle == Settle::Completed {
-                let key = (s.lease_token.as_str(), s.status_code);
-                match groups.iter_mut().find(|(k, _)| *k == key) {
-                    Some((_, members)) => members.push(i),
-                    None => groups.push((key, vec![i])),
-                }
-            } else {
-                accepted[i] = self.settle_one(&mut tx, s).await?;
-            }
-        }
-        for (_, members) in &groups {
-            for chunk in members.chunks(500) {
-                let group: Vec<&Settlement> = chunk.iter().map(|&i| &batch[i]).collect();
-                let results = self.complete_group(&mut tx, &group).await?;
-                for (&i, ok) in chunk.iter().zip(results) {
-                    accepted[i] = ok;
-                }
-            }
-        }
-        // A laned event completed or skipped lets its lane's next one go, in
-        // this same transaction (a replayed settlement deletes nothing twice).
-        let done: Vec<&str> = batch
+        let only_unlaned_completions = batch
             .iter()
-            .zip(&accepted)
-            .filter(|(s, ok)| **ok && s.releases_lane())
-            .map(|(s, _)| s.event_id.as_str())
-            .collect();
-        self.leave_lanes(&mut tx, &done).await?;
-        // A deferred claim was no attempt: nothing to log.
-        let landed: Vec<&Settlement> = batch
-            .iter()
-            .zip(&accepted)
-            .filter_map(|(s, ok)| ok.then_some(s))
-            .filter(|s| !matches!(s.settle, Settle::Deferred { .. }))
-            .collect();
-        for chunk in landed.chunks(500) {
-            self.write_attempts(&mut tx, chunk).await?;
+            .all(|s| s.settle == Settle::Completed && !s.laned);
+        if self.engine.writes_in_with() && only_unlaned_completions {
+            return self.complete_with_attempts(batch).await;
         }
-        tx.commit().await?;
-        Ok(accepted)
+        self.settle_in_transaction(batch).await
     }
 
     // The sweep drops the lease token: the worker that held it may still settle

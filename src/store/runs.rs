@@ -48,6 +48,61 @@ fn power_of_two_at_most(n: usize, cap: usize) -> usize {
     1 << (usize::BITS - 1 - n.leading_zeros())
 }
 
+/// Run types this process has read back as committed, so a creation whose types
+/// are all known skips the read of `run_types` (one statement in twelve of a
+/// PostgreSQL bench run). Type rows are never deleted, so a type once committed
+/// stays recorded.
+#[derive(Debug)]
+pub(super) struct KnownRunTypes {
+    known: std::sync::Mutex<std::collections::HashSet<String>>,
+    learn_from: LearnFrom,
+}
+
+/// Where committed run types can be read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum LearnFrom {
+    /// The creation's own read: each creation has its own transaction, which
+    /// sees only committed rows besides its own (PostgreSQL, MySQL).
+    CreationsRead,
+    /// SQLite's grouped transaction may show another unit's type before it
+    /// commits, and that unit may roll back: the read pool beside the writer
+    /// sees only committed rows.
+    ReadPool,
+    /// An in-memory SQLite database has one connection: nothing is learned.
+    Nothing,
+}
+
+/// Past this many the set stops growing: the rest are read each time.
+const MOST_KNOWN_RUN_TYPES: usize = 4096;
+
+impl KnownRunTypes {
+    pub(super) fn new(learn_from: LearnFrom) -> Self {
+        KnownRunTypes {
+            known: Default::default(),
+            learn_from,
+        }
+    }
+
+    fn unknown<'a>(&self, types: &[&'a str]) -> Vec<&'a str> {
+        let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        types
+            .iter()
+            .copied()
+            .filter(|t| !known.contains(*t))
+            .collect()
+    }
+
+    fn learn(&self, committed: &[String]) {
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        for run_type in committed {
+            if known.len() >= MOST_KNOWN_RUN_TYPES {
+                return;
+            }
+            known.insert(run_type.clone());
+        }
+    }
+}
+
 impl SqlStore {
     /// Records the run types of `runs` that are new. The runs and their types
     /// commit together, so the type list (the console's filter) never needs to
@@ -57,23 +112,15 @@ impl SqlStore {
         let mut types: Vec<&str> = runs.iter().map(|r| r.run_type.as_str()).collect();
         types.sort_unstable();
         types.dedup();
-        let sql = format!(
-            "SELECT run_type FROM run_types WHERE run_type IN ({})",
-            placeholders(padded_len(types.len()))
-        );
-        let sql = self.engine.sql(&sql);
-        let mut query = sqlx::query(&sql);
-        for run_type in padded(&types) {
-            query = query.bind(*run_type);
+        let types = self.known_run_types.unknown(&types);
+        if types.is_empty() {
+            return Ok(());
         }
-        let known = query.fetch_all(&mut **tx).await?;
-        let known: Vec<String> = known
-            .iter()
-            .map(|row| text(row, "run_type"))
-            .collect::<Result<_, _>>()?;
+        let recorded = self.recorded_run_types(&mut **tx, &types).await?;
+        self.learn_committed_run_types(&recorded).await;
         let new: Vec<&str> = types
             .into_iter()
-            .filter(|t| !known.iter().any(|k| k == t))
+            .filter(|t| !recorded.iter().any(|k| k == t))
             .collect();
         if new.is_empty() {
             return Ok(());
@@ -90,6 +137,46 @@ impl SqlStore {
         }
         query.execute(&mut **tx).await?;
         Ok(())
+    }
+
+    /// Which of `types` stand in `run_types`, as `executor` sees them.
+    async fn recorded_run_types<'e, E>(
+        &self,
+        executor: E,
+        types: &[&str],
+    ) -> Result<Vec<String>, StoreError>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::Any>,
+    {
+        let sql = format!(
+            "SELECT run_type FROM run_types WHERE run_type IN ({})",
+            placeholders(padded_len(types.len()))
+        );
+        let sql = self.engine.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        for run_type in padded(types) {
+            query = query.bind(*run_type);
+        }
+        let rows = query.fetch_all(executor).await?;
+        rows.iter().map(|row| text(row, "run_type")).collect()
+    }
+
+    /// Remembers which of `recorded` (read inside a creation's transaction) are
+    /// committed; see [`LearnFrom`]. A failed read only means reading again.
+    async fn learn_committed_run_types(&self, recorded: &[String]) {
+        match self.known_run_types.learn_from {
+            LearnFrom::CreationsRead => self.known_run_types.learn(recorded),
+            LearnFrom::ReadPool if !recorded.is_empty() => {
+                let types: Vec<&str> = recorded.iter().map(String::as_str).collect();
+                match self.recorded_run_types(&self.reads, &types).await {
+                    Ok(committed) => self.known_run_types.learn(&committed),
+                    Err(err) => {
+                        tracing::debug!(error = %err, "run types not read; read again next time")
+                    }
+                }
+            }
+            LearnFrom::ReadPool | LearnFrom::Nothing => {}
+        }
     }
 
     /// `UPDATE runs` of every run in `moves` that stands in one of `from`, each

@@ -9,6 +9,7 @@ use sqlx::{AnyPool, ConnectOptions, Executor};
 
 use super::engine::{self, Durability, Engine};
 use super::error::StoreError;
+use super::runs::LearnFrom;
 
 /// How a store is opened.
 #[derive(Clone, Debug)]
@@ -26,6 +27,8 @@ pub struct SqlStore {
     pub(super) reads: AnyPool,
     pub(super) engine: Engine,
     pub(super) durability: Durability,
+    /// Run types read back as recorded: a creation of known types reads nothing.
+    pub(super) known_run_types: std::sync::Arc<super::runs::KnownRunTypes>,
 }
 
 impl SqlStore {
@@ -81,18 +84,25 @@ impl SqlStore {
             Err(other) => return Err(connect_error(other)),
         };
         // An in-memory database exists only inside its one connection.
-        let reads = match engine.read_connections() {
-            n if n > 0 && !durability.keeps_connection_forever() => pool_options(n)
+        let own_reads = engine.read_connections() > 0 && !durability.keeps_connection_forever();
+        let reads = match own_reads {
+            true => pool_options(engine.read_connections())
                 .connect_with(connect_options)
                 .await
                 .map_err(connect_error)?,
-            _ => pool.clone(),
+            false => pool.clone(),
+        };
+        let learn_from = match (engine.groups_commits(), own_reads) {
+            (false, _) => LearnFrom::CreationsRead,
+            (true, true) => LearnFrom::ReadPool,
+            (true, false) => LearnFrom::Nothing,
         };
         Ok(SqlStore {
             pool,
             reads,
             engine,
             durability,
+            known_run_types: std::sync::Arc::new(super::runs::KnownRunTypes::new(learn_from)),
         })
     }
 

@@ -85,6 +85,7 @@ pub fn claim_request(limit: u32, lease_ms: i64) -> ClaimRequest {
         due_within_ms: None,
         readmitted: Vec::new(),
         metered: Vec::new(),
+        take_expired: true,
     }
 }
 

@@ -1079,6 +1079,7 @@ async fn a_replay_whose_last_lease_expires_is_failed_by_the_sweep_and_counted(db
             due_within_ms: None,
             readmitted: Vec::new(),
             metered: Vec::new(),
+            take_expired: true,
         })
         .await
         .unwrap();

@@ -30,6 +30,7 @@ testkit::contract_tests!(
     expired_non_redeliverable_leases_become_uncertain,
     a_sweep_never_overwrites_an_event_that_completed,
     a_replayed_settlement_changes_nothing,
+    a_batch_of_completions_tells_fresh_replayed_and_fenced_apart,
     claims_take_only_registered_kinds_and_due_events,
     a_claim_of_expired_and_pending_events_hands_each_out_once,
     a_token_correct_write_after_the_lease_expired_is_refused,
@@ -547,6 +548,56 @@ async fn a_replayed_settlement_changes_nothing(db: &TestDb) {
     assert_eq!(store.dead_letter_count("once").await.unwrap(), 0);
     assert_eq!(store.attempts("once").await.unwrap().len(), 1);
     assert_eq!(status(&store, "once").await, DeliveryStatus::Completed);
+    store.close().await;
+}
+
+/// A worker's batch of completions (one statement on PostgreSQL, one
+/// transaction elsewhere) answers each as the fence says: a fresh one and one
+/// already written (its acknowledgement lost) accepted, one under a stale token
+/// refused; each attempt logged once, and the whole batch replayed changes
+/// nothing.
+async fn a_batch_of_completions_tells_fresh_replayed_and_fenced_apart(db: &TestDb) {
+    let store = db.store().await;
+    enqueue(
+        &store,
+        &[event("fresh"), event("replayed"), event("fenced")],
+    )
+    .await;
+    let claimed = claim(&store, &claim_request(10, 30_000)).await;
+    let completion = |id: &str| {
+        let event = claimed.iter().find(|c| c.event_id == id).expect("claimed");
+        settlement(event, Settle::Completed)
+    };
+    let replayed = completion("replayed");
+    assert_eq!(
+        store.settle(std::slice::from_ref(&replayed)).await.unwrap(),
+        vec![true]
+    );
+    let mut fenced = completion("fenced");
+    fenced.lease_token = "not-the-token".into();
+    let batch = vec![completion("fresh"), replayed, fenced];
+    for round in ["first", "replayed"] {
+        assert_eq!(
+            store.settle(&batch).await.unwrap(),
+            vec![true, true, false],
+            "{round} settle of the batch"
+        );
+    }
+    for (id, expected, attempts) in [
+        ("fresh", DeliveryStatus::Completed, 1),
+        ("replayed", DeliveryStatus::Completed, 1),
+        ("fenced", DeliveryStatus::Processing, 0),
+    ] {
+        let event = store.get_event(id).await.unwrap().expect("event exists");
+        assert_eq!(event.status, expected, "{id}");
+        let logged = store.attempts(id).await.unwrap();
+        assert_eq!(logged.len(), attempts, "{id}'s attempt rows");
+        if expected == DeliveryStatus::Completed {
+            assert_eq!(event.last_status_code, Some(200), "{id}");
+            assert_eq!(logged[0].outcome, "completed", "{id}");
+            assert_eq!(logged[0].status_code, Some(200), "{id}");
+        }
+    }
     store.close().await;
 }
 

@@ -46,6 +46,7 @@ fn claim_request(lease_ms: i64) -> ClaimRequest {
         due_within_ms: None,
         readmitted: Vec::new(),
         metered: Vec::new(),
+        take_expired: true,
     }
 }
 

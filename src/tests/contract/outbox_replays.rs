@@ -45,6 +45,7 @@ async fn claim_one(store: &herald::store::SqlStore, e: NewEvent) -> Settlement {
             due_within_ms: None,
             readmitted: Vec::new(),
             metered: Vec::new(),
+            take_expired: true,
         })
         .await
         .unwrap();

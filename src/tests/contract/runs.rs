@@ -8,7 +8,7 @@
 use herald::config::{Settings, SettingsArgs};
 use herald::service::runs::{RunService, TransitionRequest};
 use herald::service::ServiceError;
-use herald::store::ports::{NewRun, OutboxStore, RunFilter, RunRepository};
+use herald::store::ports::{NewRun, OutboxStore, RunFilter, RunRepository, Transactions};
 use herald::store::{Engine, SqlStore};
 use sqlx::Executor;
 use testkit::TestDb;
@@ -22,6 +22,7 @@ testkit::contract_tests!(
     a_failing_enqueue_rolls_the_transition_back,
     concurrent_transitions_batched_together_answer_as_if_alone,
     concurrent_creations_batched_together_each_get_their_own_run,
+    a_run_type_is_remembered_only_once_committed,
 );
 
 async fn status_counts_are_exact_below_the_cap_and_stop_just_above_it(db: &TestDb) {
@@ -456,6 +457,43 @@ async fn concurrent_creations_batched_together_each_get_their_own_run(db: &TestD
     assert_eq!(types, expected, "each type listed once");
     let (_, largest) = service.largest_batches();
     assert!(largest > 1, "no batch held more than one creation");
+    store.close().await;
+}
+
+/// A creation reads `run_types` only for types this process has not seen
+/// committed. A type whose creation rolled back is inserted again by the next
+/// creation and listed, even where a second creation in the same transaction
+/// read it (SQLite's grouped write units share one transaction; elsewhere each
+/// creation has its own).
+async fn a_run_type_is_remembered_only_once_committed(db: &TestDb) {
+    let store = db.store().await;
+    let new_run = |run_type: &str| NewRun {
+        run_type: run_type.into(),
+        tenant: "acme".into(),
+        callback_url: None,
+        routes: Vec::new(),
+    };
+    let mut tx = store.begin_write().await.unwrap();
+    store
+        .create_runs_in(&mut tx, &[new_run("ghost")])
+        .await
+        .unwrap();
+    if store.engine().groups_commits() {
+        store
+            .create_runs_in(&mut tx, &[new_run("ghost")])
+            .await
+            .unwrap();
+    }
+    tx.rollback().await.unwrap();
+    assert!(store.run_types().await.unwrap().is_empty());
+    for _ in 0..3 {
+        store.create_run(new_run("ghost")).await.unwrap();
+        store.create_run(new_run("kept")).await.unwrap();
+    }
+    assert_eq!(
+        store.run_types().await.unwrap(),
+        vec!["ghost".to_string(), "kept".to_string()]
+    );
     store.close().await;
 }
 

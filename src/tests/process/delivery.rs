@@ -221,6 +221,7 @@ async fn exhaustion_reaches_the_log_the_counter_and_the_gauges_and_an_outage_rea
         due_within_ms: None,
         readmitted: Vec::new(),
         metered: Vec::new(),
+        take_expired: true,
     };
     assert_eq!(store.claim(&dead_worker).await.unwrap().len(), 1);
     enqueue(&store, &[refused]).await;
