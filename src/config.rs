@@ -112,6 +112,8 @@ settings! {
     live_max_streams: usize = 500, "HERALD_LIVE_MAX_STREAMS";
     /// Client connections held open at once; past it new ones wait in the listen backlog, so clients never take the descriptors the store and deliveries need [default: 0, what the open-file limit leaves after the deliveries, the database connections and 256]
     http_max_connections: usize = 0, "HERALD_HTTP_MAX_CONNECTIONS";
+    /// Seconds a client connection may stay with nothing read from it or written to it before it is closed, so idle keep-alive connections and clients that stopped reading give their places back; an answer must begin within it (live streams write a keep-alive at a third of it) (0: never) [default: 75]
+    http_idle_timeout_secs: u64 = 75, "HERALD_HTTP_IDLE_TIMEOUT_SECS";
     /// Producer API requests (`/api/v1`) served at once; past it a request is refused at once with 503 and Retry-After, before anything is recorded, so a producer that outruns the store is told to back off instead of piling up connections (0: no bound) [default: 1024]
     api_max_requests_in_flight: usize = 1_024, "HERALD_API_MAX_REQUESTS_IN_FLIGHT";
     /// Largest request body accepted, in bytes [default: 1048576]

@@ -191,11 +191,17 @@ pub async fn run(
 
     let stop_on_signal = stop.clone();
     let max_connections = max_client_connections(&settings);
-    let listener = BoundedListener::new(
+    let mut listener = BoundedListener::new(
         listener,
         max_connections,
         metrics.http_connections(max_connections),
     );
+    if settings.http_idle_timeout_secs > 0 {
+        listener = listener.closing_idle_after(
+            Duration::from_secs(settings.http_idle_timeout_secs),
+            metrics.http_connections_closed_idle(),
+        );
+    }
     // Pages are streamed in several writes: without TCP_NODELAY, Nagle's algorithm
     // and the client's delayed ACK hold the last part back ~40 ms.
     let listener = listener.tap_io(|tcp| {

@@ -8,7 +8,13 @@
 //! open files"; SQLite then cannot open its files and webhooks cannot open
 //! sockets, so the work already committed stops too. Past the bound, new
 //! connections wait in the kernel's listen backlog until one closes.
+//!
+//! A place must also come back: a connection on which nothing has been read or
+//! written for `http_idle_timeout_secs` is closed (a client's idle keep-alive
+//! connections, or one that stopped reading its answer), so clients that open
+//! connections and leave them cannot hold every place for ever.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -16,10 +22,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use prometheus::IntGauge;
+use prometheus::{IntCounter, IntGauge};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
 
 use crate::clock::OncePer;
 use crate::outbox::metrics::OnGauge;
@@ -50,6 +57,8 @@ pub struct BoundedListener {
     /// Connections held open now (`herald_http_connections_open`).
     open: IntGauge,
     full_report: OncePer,
+    /// How long a connection may stay idle, and the count of those closed so.
+    idle: Option<(Duration, IntCounter)>,
 }
 
 impl BoundedListener {
@@ -61,7 +70,15 @@ impl BoundedListener {
             max,
             open,
             full_report: OncePer::new(FULL_REPORT_EVERY),
+            idle: None,
         }
+    }
+
+    /// Closes each connection once nothing has been read from it or written to
+    /// it for `after`, counting it in `closed`.
+    pub fn closing_idle_after(mut self, after: Duration, closed: IntCounter) -> Self {
+        self.idle = Some((after, closed));
+        self
     }
 
     async fn place(&mut self) -> Option<OwnedSemaphorePermit> {
@@ -93,6 +110,10 @@ impl axum::serve::Listener for BoundedListener {
             io: stream,
             _place: place,
             _open: OnGauge::count(&self.open),
+            idle: self
+                .idle
+                .as_ref()
+                .map(|(after, closed)| IdleDeadline::new(*after, closed.clone())),
         };
         (connection, addr)
     }
@@ -103,12 +124,96 @@ impl axum::serve::Listener for BoundedListener {
 }
 
 /// A connection that frees its place, and is counted out of
-/// `herald_http_connections_open`, when it is dropped (closed).
+/// `herald_http_connections_open`, when it is dropped (closed); with an idle
+/// deadline, a read or write that has waited past it fails with `TimedOut`,
+/// and the server closes the connection.
 #[derive(Debug)]
 pub struct Counted<Io> {
     io: Io,
     _place: Option<OwnedSemaphorePermit>,
     _open: OnGauge,
+    idle: Option<IdleDeadline>,
+}
+
+/// When a connection has been idle too long: `after` since the last byte read
+/// or written. The timer is moved only when it fires, not on every byte.
+#[derive(Debug)]
+struct IdleDeadline {
+    after: Duration,
+    last_active: Instant,
+    timer: Pin<Box<Sleep>>,
+    closed: IntCounter,
+}
+
+impl IdleDeadline {
+    fn new(after: Duration, closed: IntCounter) -> Self {
+        let now = Instant::now();
+        IdleDeadline {
+            after,
+            last_active: now,
+            timer: Box::pin(tokio::time::sleep_until(now + after)),
+            closed,
+        }
+    }
+
+    fn active(&mut self) {
+        self.last_active = Instant::now();
+    }
+
+    /// Whether the connection has been idle for `after`; if not, the task is
+    /// woken when it may have been.
+    fn passed(&mut self, cx: &mut Context<'_>) -> bool {
+        loop {
+            if self.timer.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            let due = self.last_active + self.after;
+            if due <= Instant::now() {
+                self.closed.inc();
+                return true;
+            }
+            self.timer.as_mut().reset(due);
+        }
+    }
+}
+
+impl<Io> Counted<Io> {
+    /// `Pending` from the connection, unless it has been idle too long.
+    fn pending_or_idle<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let idle_too_long = self.idle.as_mut().is_some_and(|idle| idle.passed(cx));
+        if !idle_too_long {
+            return Poll::Pending;
+        }
+        Poll::Ready(Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "closed after nothing was read or written for http_idle_timeout_secs",
+        )))
+    }
+
+    /// A write's result: bytes written are activity; a write the client has not
+    /// made room for is idle time too (a client that stopped reading).
+    fn after_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        written: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match written {
+            Poll::Pending => self.pending_or_idle(cx),
+            Poll::Ready(result) => {
+                self.note(matches!(result, Ok(n) if n > 0));
+                Poll::Ready(result)
+            }
+        }
+    }
+
+    /// Notes activity, if bytes moved.
+    fn note(&mut self, moved: bool) {
+        if moved {
+            if let Some(idle) = &mut self.idle {
+                idle.active();
+            }
+        }
+    }
 }
 
 impl<Io> Counted<Io> {
@@ -123,7 +228,14 @@ impl<Io: AsyncRead + Unpin> AsyncRead for Counted<Io> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
+        let before = buf.filled().len();
+        match Pin::new(&mut self.io).poll_read(cx, buf) {
+            Poll::Pending => self.pending_or_idle(cx),
+            ready => {
+                self.note(buf.filled().len() > before);
+                ready
+            }
+        }
     }
 }
 
@@ -133,7 +245,8 @@ impl<Io: AsyncWrite + Unpin> AsyncWrite for Counted<Io> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let written = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.after_write(cx, written)
     }
 
     fn poll_write_vectored(
@@ -141,7 +254,8 @@ impl<Io: AsyncWrite + Unpin> AsyncWrite for Counted<Io> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let written = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.after_write(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -203,5 +317,47 @@ mod tests {
         drop(_second);
         assert_eq!(open.get(), 0, "closed connections are no longer counted");
         drop(clients);
+    }
+
+    /// Real sockets on loopback: a connection whose client writes a byte every
+    /// 100 ms stays readable past the idle deadline of 400 ms; once the client
+    /// goes quiet, the next read fails with `TimedOut` no sooner than 400 ms
+    /// after the last byte, and the closing is counted.
+    #[tokio::test]
+    async fn a_connection_quiet_past_its_deadline_fails_its_read_and_is_counted() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let after = Duration::from_millis(400);
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let open = IntGauge::new("open", "connections held").unwrap();
+        let closed = IntCounter::new("closed", "connections closed idle").unwrap();
+        let mut listener =
+            BoundedListener::new(tcp, 4, open.clone()).closing_idle_after(after, closed.clone());
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        let (mut server, _) = listener.accept().await;
+        let mut byte = [0u8; 1];
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            client.write_all(b"x").await.unwrap();
+            server
+                .read_exact(&mut byte)
+                .await
+                .expect("an active connection reads");
+        }
+        let last_byte = std::time::Instant::now();
+        assert_eq!(closed.get(), 0, "an active connection was closed");
+        let err = tokio::time::timeout(Duration::from_secs(5), server.read(&mut byte))
+            .await
+            .expect("the quiet connection's read ends")
+            .expect_err("a quiet connection's read fails");
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert!(
+            last_byte.elapsed() >= after,
+            "closed {:?} after the last byte, before the deadline",
+            last_byte.elapsed()
+        );
+        assert_eq!(closed.get(), 1);
+        drop(server);
+        assert_eq!(open.get(), 0);
     }
 }

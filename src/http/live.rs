@@ -42,6 +42,16 @@ pub const LIFETIME: Duration = Duration::from_secs(600);
 /// A comment line this often keeps proxies from closing an idle stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+/// How often a stream writes a keep-alive: every [`KEEP_ALIVE`], or at a third
+/// of `http_idle_timeout_secs` where that is shorter, so a quiet stream is
+/// never taken for an idle connection and closed.
+fn keep_alive_every(idle_timeout_secs: u64) -> Duration {
+    match idle_timeout_secs {
+        0 => KEEP_ALIVE,
+        secs => KEEP_ALIVE.min(Duration::from_secs(secs) / 3),
+    }
+}
+
 pub async fn stream(State(state): State<AppState>, MaybeViewer(viewer): MaybeViewer) -> Response {
     if viewer.is_none() {
         return ApiError::from(ServiceError::Unauthenticated).into_response();
@@ -98,6 +108,8 @@ pub async fn stream(State(state): State<AppState>, MaybeViewer(viewer): MaybeVie
         },
     );
     Sse::new(notices)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .keep_alive(
+            KeepAlive::new().interval(keep_alive_every(state.settings.http_idle_timeout_secs)),
+        )
         .into_response()
 }

@@ -32,6 +32,7 @@ pub struct Metrics {
     claims_leaving_out: IntCounterVec,
     http_connections_open: prometheus::IntGauge,
     http_connections_max: prometheus::IntGauge,
+    http_connections_closed_idle: prometheus::IntCounter,
     api_requests_in_flight: prometheus::IntGauge,
     api_requests_in_flight_max: prometheus::IntGauge,
     api_requests_refused: prometheus::IntCounter,
@@ -201,6 +202,10 @@ impl Metrics {
             "herald_http_connections_max",
             "Client connections this server holds open at most (http_max_connections); past it new ones wait in the listen backlog.",
         ));
+        let http_connections_closed_idle = must(prometheus::IntCounter::new(
+            "herald_http_connections_closed_idle_total",
+            "Client connections closed because nothing was read from or written to them for http_idle_timeout_secs.",
+        ));
         let api_requests_in_flight = must(prometheus::IntGauge::new(
             "herald_http_api_requests_in_flight",
             "Producer API requests (/api/v1) being served now.",
@@ -218,6 +223,7 @@ impl Metrics {
             Box::new(trace_spans_dropped.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(http_connections_open.clone()),
             Box::new(http_connections_max.clone()),
+            Box::new(http_connections_closed_idle.clone()),
             Box::new(api_requests_in_flight.clone()),
             Box::new(api_requests_in_flight_max.clone()),
             Box::new(api_requests_refused.clone()),
@@ -266,6 +272,7 @@ impl Metrics {
             claims_leaving_out,
             http_connections_open,
             http_connections_max,
+            http_connections_closed_idle,
             api_requests_in_flight,
             api_requests_in_flight_max,
             api_requests_refused,
@@ -279,6 +286,11 @@ impl Metrics {
     pub fn http_connections(&self, max: usize) -> prometheus::IntGauge {
         self.http_connections_max.set(max as i64);
         self.http_connections_open.clone()
+    }
+
+    /// The count of client connections closed for being idle (kept by the listener).
+    pub fn http_connections_closed_idle(&self) -> prometheus::IntCounter {
+        self.http_connections_closed_idle.clone()
     }
 
     /// The producer API bound's gauges, its maximum (`max`, 0 for none) set.

@@ -1,6 +1,7 @@
 //! A flood of client connections against a real `herald serve` with a small
 //! open-file limit: Herald holds a bounded number of them, so the store and the
-//! deliveries keep the descriptors they need and committed work goes out.
+//! deliveries keep the descriptors they need and committed work goes out; and
+//! connections left idle give their places back.
 
 use std::time::Duration;
 
@@ -123,4 +124,90 @@ async fn a_flood_of_client_connections_leaves_the_deliveries_their_descriptors()
     receiver.stop();
     store.close().await;
     db.drop_db().await;
+}
+
+/// `herald_http_connections_open` as a client that keeps no connection reads it.
+async fn open_connections(base: &str) -> i64 {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix("herald_http_connections_open "))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(-1)
+}
+
+/// Clients that open connections and leave them take every place
+/// (`--http-max-connections 3`); with `--http-idle-timeout-secs 1` each is
+/// closed once nothing has passed on it for a second, and a client that waited
+/// behind them is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connections_left_idle_give_their_places_back() {
+    let db = TestDb::new(herald::store::Engine::Sqlite).await;
+    let mut herald = HeraldProcess::spawn(
+        &db.url,
+        &[
+            "--http-max-connections",
+            "3",
+            "--http-idle-timeout-secs",
+            "1",
+        ],
+    );
+    let base = herald.ready().await;
+    let addr = base.trim_start_matches("http://").to_string();
+    wait_for(
+        "no connection left open but the metrics read's own",
+        Duration::from_secs(10),
+        async || open_connections(&base).await == 1,
+    )
+    .await;
+    let mut idle = Vec::new();
+    for _ in 0..2 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    // Arranged: the two idle connections and this read hold the three places
+    // (the readiness probe's connection is gone).
+    wait_for(
+        "the two idle connections and a metrics read holding the three places",
+        Duration::from_secs(10),
+        async || open_connections(&base).await == 3,
+    )
+    .await;
+    idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    let asked = std::time::Instant::now();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(15),
+        reqwest::Client::new().get(format!("{base}/healthz")).send(),
+    )
+    .await
+    .expect("a waiting client is served once idle connections are closed")
+    .unwrap();
+    assert!(answer.status().is_success());
+    assert!(
+        asked.elapsed() >= Duration::from_millis(500),
+        "served after {:?}: a place was free, the scene was not arranged",
+        asked.elapsed()
+    );
+    for mut connection in idle {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(
+            Duration::from_secs(10),
+            tokio::io::AsyncReadExt::read(&mut connection, &mut byte),
+        )
+        .await
+        .expect("an idle connection is closed");
+        assert!(!matches!(read, Ok(n) if n > 0), "{read:?}");
+    }
+    let closed = testkit::metric_value(&base, "herald_http_connections_closed_idle_total").await;
+    assert!(closed.is_some_and(|closed| closed >= 3.0), "{closed:?}");
+    herald.sigterm();
 }

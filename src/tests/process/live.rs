@@ -4,7 +4,9 @@
 //! `ready`, nothing while nothing changes, then a `change` notice (no data) when a
 //! run is recorded; a server at `live_max_streams` answers 503 (the tab polls)
 //! and takes a new stream once one closes; SIGTERM ends the open streams, so the
-//! server stops promptly instead of waiting out their ten minutes.
+//! server stops promptly instead of waiting out their ten minutes. A quiet
+//! stream writes keep-alives often enough not to be closed as an idle
+//! connection (`http_idle_timeout_secs`).
 
 use std::time::Duration;
 
@@ -127,4 +129,29 @@ async fn a_tab_hears_of_changes_a_full_server_refuses_more_and_sigterm_ends_the_
     );
     let _ = reopened.next_event(Duration::from_secs(5)).await;
     assert_eq!(reopened.next_event(Duration::from_secs(5)).await, None);
+}
+
+/// With `--http-idle-timeout-secs 1`, a stream on which nothing happens for
+/// three seconds is still open (its keep-alives come at a third of the idle
+/// timeout, not every 15 s) and hears the next change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_quiet_stream_outlives_the_idle_timeout() {
+    let db = TestDb::new(Engine::Sqlite).await;
+    let token = api_token(&db.url, Role::Reader).await;
+    let operator = api_token(&db.url, Role::Operator).await;
+    let mut herald = HeraldProcess::spawn(&db.url, &["--http-idle-timeout-secs", "1"]);
+    let base = herald.ready().await;
+    let mut tab = Stream::open(&base, Some(&token)).await.expect("a stream");
+    let (event, _) = tab
+        .next_event(Duration::from_secs(10))
+        .await
+        .expect("ready");
+    assert_eq!(event, "ready");
+    assert_eq!(tab.next_event(Duration::from_secs(3)).await, None);
+    create_run_via_api(&reqwest::Client::new(), &base, &operator, None).await;
+    let (event, _) = tab
+        .next_event(Duration::from_secs(10))
+        .await
+        .expect("the stream still open three idle timeouts later");
+    assert_eq!(event, "change");
 }
