@@ -41,6 +41,17 @@ impl Stream {
         })
     }
 
+    /// A stream opened with `token` that has said `ready`.
+    async fn ready(base: &str, token: &str) -> Stream {
+        let mut tab = Stream::open(base, Some(token)).await.expect("a stream");
+        let (event, _) = tab
+            .next_event(Duration::from_secs(10))
+            .await
+            .expect("ready");
+        assert_eq!(event, "ready");
+        tab
+    }
+
     /// The name of the next event (keep-alive comments skipped), waiting at most
     /// `within`.
     async fn next_event(&mut self, within: Duration) -> Option<(String, String)> {
@@ -79,12 +90,7 @@ async fn a_tab_hears_of_changes_a_full_server_refuses_more_and_sigterm_ends_the_
         Stream::open(&base, None).await.err(),
         Some(StatusCode::UNAUTHORIZED)
     );
-    let mut tab = Stream::open(&base, Some(&token)).await.expect("a stream");
-    let (event, _) = tab
-        .next_event(Duration::from_secs(10))
-        .await
-        .expect("ready");
-    assert_eq!(event, "ready");
+    let mut tab = Stream::ready(&base, &token).await;
     // Nothing changes, nothing is said (longer than the gap between notices).
     assert_eq!(tab.next_event(Duration::from_secs(3)).await, None);
     create_run_via_api(&reqwest::Client::new(), &base, &operator, None).await;
@@ -141,12 +147,7 @@ async fn a_quiet_stream_outlives_the_idle_timeout() {
     let operator = api_token(&db.url, Role::Operator).await;
     let mut herald = HeraldProcess::spawn(&db.url, &["--http-idle-timeout-secs", "1"]);
     let base = herald.ready().await;
-    let mut tab = Stream::open(&base, Some(&token)).await.expect("a stream");
-    let (event, _) = tab
-        .next_event(Duration::from_secs(10))
-        .await
-        .expect("ready");
-    assert_eq!(event, "ready");
+    let mut tab = Stream::ready(&base, &token).await;
     assert_eq!(tab.next_event(Duration::from_secs(3)).await, None);
     create_run_via_api(&reqwest::Client::new(), &base, &operator, None).await;
     let (event, _) = tab
