@@ -112,7 +112,7 @@ settings! {
     live_max_streams: usize = 500, "HERALD_LIVE_MAX_STREAMS";
     /// Client connections held open at once; past it new ones wait in the listen backlog, so clients never take the descriptors the store and deliveries need [default: 0, what the open-file limit leaves after the deliveries, the database connections and 256]
     http_max_connections: usize = 0, "HERALD_HTTP_MAX_CONNECTIONS";
-    /// Seconds a client connection may stay with nothing read from it or written to it before it is closed, so idle keep-alive connections and clients that stopped reading give their places back; an answer must begin within it (live streams write a keep-alive at a third of it) (0: never) [default: 75]
+    /// Seconds a client connection may stay with nothing read from it or written to it before it is closed, so idle keep-alive connections and clients that stopped reading give their places back; an answer must begin within it (live streams write a keep-alive at a third of it) (0: never; at most 86400) [default: 75]
     http_idle_timeout_secs: u64 = 75, "HERALD_HTTP_IDLE_TIMEOUT_SECS";
     /// Producer API requests (`/api/v1`) served at once; past it a request is refused at once with 503 and Retry-After, before anything is recorded, so a producer that outruns the store is told to back off instead of piling up connections (0: no bound) [default: 1024]
     api_max_requests_in_flight: usize = 1_024, "HERALD_API_MAX_REQUESTS_IN_FLIGHT";
@@ -218,6 +218,8 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/herald.db";
 /// Five minutes: longer, a token revoked on one node would be trusted by others
 /// for longer than an operator would guess.
 pub const MAX_API_TOKEN_CACHE_MS: u64 = 300_000;
+/// The longest idle timeout a client connection may be given.
+pub const MAX_HTTP_IDLE_TIMEOUT_SECS: u64 = 86_400;
 
 impl Settings {
     pub fn resolve(args: &SettingsArgs) -> Result<Settings, ConfigError> {
@@ -316,6 +318,14 @@ impl Settings {
                     message: "must be greater than zero".into(),
                 });
             }
+        }
+        if self.http_idle_timeout_secs > MAX_HTTP_IDLE_TIMEOUT_SECS {
+            return Err(ConfigError::Invalid {
+                setting: "http_idle_timeout_secs",
+                message: format!(
+                    "must be at most {MAX_HTTP_IDLE_TIMEOUT_SECS} (a day); 0 never closes an idle connection"
+                ),
+            });
         }
         if self.api_token_cache_ms > MAX_API_TOKEN_CACHE_MS {
             return Err(ConfigError::Invalid {
@@ -622,5 +632,12 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("api_token_cache_ms"), "{err}");
+        let err = Settings::resolve(&SettingsArgs {
+            http_idle_timeout_secs: Some(u64::MAX),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("http_idle_timeout_secs"), "{err}");
     }
 }
