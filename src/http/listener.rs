@@ -160,8 +160,8 @@ impl IdleDeadline {
         self.last_active = Instant::now();
     }
 
-    /// Whether the connection has been idle for `after`; if not, the task is
-    /// woken when it may have been.
+    /// Whether the connection has been idle for `after` (then counted as closed
+    /// idle); if not, the task is woken when it may have been.
     fn passed(&mut self, cx: &mut Context<'_>) -> bool {
         loop {
             if self.timer.as_mut().poll(cx).is_pending() {

@@ -31,9 +31,17 @@ pub async fn metrics_with(base: &str, wanted: &str, within: Duration) -> String 
     }
 }
 
-/// The value of the unlabelled metric `name` the server at `base` exports now.
+/// The value of the unlabelled metric `name` the server at `base` exports now,
+/// read on a connection closed once answered (so the read never holds one of
+/// the server's connection places afterwards).
 pub async fn metric_value(base: &str, name: &str) -> Option<f64> {
-    let text = reqwest::get(format!("{base}/metrics"))
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .ok()?;
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
         .await
         .ok()?
         .text()

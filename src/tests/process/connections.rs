@@ -126,24 +126,11 @@ async fn a_flood_of_client_connections_leaves_the_deliveries_their_descriptors()
     db.drop_db().await;
 }
 
-/// `herald_http_connections_open` as a client that keeps no connection reads it.
+/// `herald_http_connections_open`, read on a connection that is closed at once.
 async fn open_connections(base: &str) -> i64 {
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
-    let text = client
-        .get(format!("{base}/metrics"))
-        .send()
+    testkit::metric_value(base, "herald_http_connections_open")
         .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix("herald_http_connections_open "))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(-1)
+        .map_or(-1, |open| open as i64)
 }
 
 /// Clients that open connections and leave them take every place
