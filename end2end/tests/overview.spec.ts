@@ -1,12 +1,9 @@
 import type { APIRequestContext, Page } from "@playwright/test";
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { test, expect } from "./fixtures";
 import { password, screenshotPath, signedInApi, waitForHydration } from "./helpers";
 import { expectAccessible } from "./a11y";
-import { startOwnServer, target, type OwnServer } from "./own-server";
+import { ownStoreWithUsers, startOwnServer, target, type OwnServer, type OwnStore } from "./own-server";
 import { Receiver } from "./receiver";
 
 // The overview (issue 23, item 1), the page after sign-in. Its figures count every
@@ -18,7 +15,7 @@ test.describe.configure({ mode: "serial" });
 
 let server: OwnServer | undefined;
 let base = "";
-let dir = "";
+let store: OwnStore | undefined;
 let operator: APIRequestContext;
 const healthy = new Receiver();
 const refusing = new Receiver();
@@ -29,18 +26,9 @@ test.beforeAll(async ({ playwright }) => {
   await healthy.start();
   refusing.defaults["/hook"] = 400;
   await refusing.start();
-  dir = mkdtempSync(path.join(os.tmpdir(), "herald-overview-"));
-  const database = `sqlite://${dir}/herald.db`;
-  const bin = path.join(target, process.env.PROFILE ?? "debug", "herald");
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("HERALD_")));
-  for (const role of ["operator", "reader"]) {
-    execFileSync(bin, ["user", "add", role, "--role", role, "--password-stdin", "--database-url", database], {
-      input: password(role),
-      env,
-    });
-  }
+  store = ownStoreWithUsers("overview", ["operator", "reader"]);
   server = await startOwnServer(["--site-root", path.join(target, "site")], {
-    HERALD_DATABASE_URL: database,
+    HERALD_DATABASE_URL: store.database,
     HERALD_DESTINATION_ALLOWLIST: "127.0.0.0/8",
     HERALD_WEBHOOK_SECRET: "whsec_b3ZlcnZpZXctZTJlLXNlY3JldC1mb3ItdGVzdHM=",
     HERALD_WORKER_POLL_INTERVAL_MS: "100",
@@ -56,7 +44,7 @@ test.afterAll(async () => {
   await server?.stop();
   await healthy.stop();
   await refusing.stop();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  store?.remove();
 });
 
 async function finishedRun(callback: string) {

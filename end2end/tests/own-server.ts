@@ -1,4 +1,6 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { expect } from "./fixtures";
 import { password } from "./helpers";
@@ -9,6 +11,34 @@ import { password } from "./helpers";
 /** Bounds for a loaded machine: how long the server may take to listen and be ready. */
 export const START_MS = 60_000;
 export const target = path.resolve(__dirname, "..", "..", "target");
+/** The herald binary the suite was built as. */
+export const heraldBin = () => path.join(target, process.env.PROFILE ?? "debug", "herald");
+
+/** A SQLite store of a spec's own, in a temporary directory. */
+export interface OwnStore {
+  /** The `sqlite://` URL to hand the server as HERALD_DATABASE_URL. */
+  database: string;
+  /** Removes the directory (after the server stopped). */
+  remove: () => void;
+}
+
+/**
+ * A fresh SQLite store in a temporary directory named after `tag`, with one user
+ * per role in `roles` (username = role, password `password(role)`), added
+ * through `herald user add` before any server opens it.
+ */
+export function ownStoreWithUsers(tag: string, roles: string[]): OwnStore {
+  const dir = mkdtempSync(path.join(os.tmpdir(), `herald-${tag}-`));
+  const database = `sqlite://${dir}/herald.db`;
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("HERALD_")));
+  for (const role of roles) {
+    execFileSync(heraldBin(), ["user", "add", role, "--role", role, "--password-stdin", "--database-url", database], {
+      input: password(role),
+      env,
+    });
+  }
+  return { database, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
 
 export interface OwnServer {
   base: string;
@@ -23,7 +53,7 @@ export interface OwnServer {
  */
 export async function startOwnServer(args: string[], env: Record<string, string> = {}): Promise<OwnServer> {
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("HERALD_")));
-  const child = spawn(path.join(target, process.env.PROFILE ?? "debug", "herald"), ["serve", "--listen", "127.0.0.1:0", ...args], {
+  const child = spawn(heraldBin(), ["serve", "--listen", "127.0.0.1:0", ...args], {
     env: { ...inherited, HERALD_ADMIN_PASSWORD: password("admin"), HERALD_DRAIN_DEADLINE_SECS: "2", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
