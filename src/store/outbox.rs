@@ -359,9 +359,11 @@ impl SqlStore {
         for chunk in batch.chunks(500) {
             completed.extend(self.complete_chunk_with_attempts(chunk).await?);
         }
+        // By id and token: one event may be in a batch twice, under a lease it
+        // lost and under the one it holds now; only the held one completed.
         let mut accepted: Vec<bool> = batch
             .iter()
-            .map(|s| completed.contains(&s.event_id))
+            .map(|s| completed.contains(&(s.event_id.clone(), s.lease_token.clone())))
             .collect();
         let left: Vec<usize> = (0..batch.len()).filter(|&i| !accepted[i]).collect();
         if !left.is_empty() {
@@ -375,11 +377,13 @@ impl SqlStore {
     }
 
     /// One statement: the fenced completions, the attempt row of each (insert-if-
-    /// absent, so padding repeats add nothing), and the ids it completed.
+    /// absent, so padding repeats add nothing), and the ids it completed with
+    /// the lease token each was completed under (the attempt logged is that
+    /// settlement's, never a stale one's for the same event).
     async fn complete_chunk_with_attempts(
         &self,
         chunk: &[Settlement],
-    ) -> Result<Vec<String>, StoreError> {
+    ) -> Result<Vec<(String, String)>, StoreError> {
         let now = self.engine.now_ms();
         let row = "(?, CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), \
                    CAST(? AS BIGINT), ?, CAST(? AS BIGINT), ?, ?, ?)";
@@ -392,10 +396,11 @@ impl SqlStore {
              FROM settled WHERE outbox_events.event_id = settled.event_id \
              AND outbox_events.lease_token = settled.lease_token \
              AND outbox_events.status = 'processing' AND outbox_events.lease_expires_at > {now} \
-             RETURNING outbox_events.event_id), \
+             RETURNING outbox_events.event_id, outbox_events.lease_token), \
              logged AS (INSERT INTO outbox_attempts ({ATTEMPT_COLUMNS}) \
-             SELECT {ATTEMPT_COLUMNS} FROM settled WHERE event_id IN (SELECT event_id FROM done) {}) \
-             SELECT event_id FROM done",
+             SELECT {ATTEMPT_COLUMNS} FROM settled \
+             WHERE (event_id, lease_token) IN (SELECT event_id, lease_token FROM done) {}) \
+             SELECT event_id, lease_token FROM done",
             self.engine.insert_if_absent_tail("event_id, attempt")
         );
         let sql = self.engine.sql(&sql);
@@ -404,7 +409,9 @@ impl SqlStore {
             query = bind_attempt(query, s).bind(&s.lease_token);
         }
         let rows = query.fetch_all(&self.pool).await?;
-        rows.iter().map(|r| text(r, "event_id")).collect()
+        rows.iter()
+            .map(|r| Ok((text(r, "event_id")?, text(r, "lease_token")?)))
+            .collect()
     }
 
     async fn write_attempts(

@@ -31,6 +31,7 @@ testkit::contract_tests!(
     a_sweep_never_overwrites_an_event_that_completed,
     a_replayed_settlement_changes_nothing,
     a_batch_of_completions_tells_fresh_replayed_and_fenced_apart,
+    a_batch_completing_one_event_under_a_lost_and_a_held_lease_takes_the_held_one,
     claims_take_only_registered_kinds_and_due_events,
     a_claim_of_expired_and_pending_events_hands_each_out_once,
     a_token_correct_write_after_the_lease_expired_is_refused,
@@ -598,6 +599,33 @@ async fn a_batch_of_completions_tells_fresh_replayed_and_fenced_apart(db: &TestD
             assert_eq!(logged[0].status_code, Some(200), "{id}");
         }
     }
+    store.close().await;
+}
+
+/// One event in a batch twice: its completion under a lease that expired (the
+/// handler's result waited while the event was claimed again) and under the
+/// lease it holds now. The held one is accepted and logged; the lost one is
+/// refused and leaves no attempt row.
+async fn a_batch_completing_one_event_under_a_lost_and_a_held_lease_takes_the_held_one(
+    db: &TestDb,
+) {
+    let store = db.store().await;
+    enqueue(&store, &[event("twice")]).await;
+    let lost = claim(&store, &claim_request(10, 200)).await;
+    assert_eq!(lost.len(), 1);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let held = claim(&store, &claim_request(10, 30_000)).await;
+    assert_eq!(held.len(), 1, "the expired lease is claimed again");
+    assert_ne!(held[0].lease_token, lost[0].lease_token);
+    let batch = vec![
+        settlement(&lost[0], Settle::Completed),
+        settlement(&held[0], Settle::Completed),
+    ];
+    assert_eq!(store.settle(&batch).await.unwrap(), vec![false, true]);
+    let logged = store.attempts("twice").await.unwrap();
+    assert_eq!(logged.len(), 1, "only the held lease's attempt is logged");
+    assert_eq!(logged[0].attempt, held[0].attempts);
+    assert_eq!(status(&store, "twice").await, DeliveryStatus::Completed);
     store.close().await;
 }
 
