@@ -150,6 +150,16 @@ impl Retention {
         // Another node may take the next pass; a failed release expires.
         let _ = self.store.release_lease(LEASE_NAME, &self.holder).await;
         result?;
+        self.show_oldest_retained().await;
+        Ok(report)
+    }
+
+    /// Sets `herald_retention_oldest_retained_seconds` from the store: at the end
+    /// of a pass, and after every round of one that goes on, so a pass that
+    /// cannot keep up with what comes due shows its lag while it lasts (the
+    /// figure read only at a pass's end stood at the retention itself while
+    /// PostgreSQL at 1,500 runs/s kept events three times as long).
+    async fn show_oldest_retained(&self) {
         if let Ok(found) = self.store.oldest_retained().await {
             // A state with no retained event reads 0.
             let ages: Vec<_> = RETAINED_STATES
@@ -161,7 +171,6 @@ impl Retention {
                 .collect();
             self.metrics.set_oldest_retained(&self.store_name, &ages);
         }
-        Ok(report)
     }
 
     /// Every target in turns of at most [`CHUNKS_PER_TURN`] chunks, round after
@@ -183,6 +192,9 @@ impl Retention {
                 }
             }
             due = still_due;
+            if !due.is_empty() {
+                self.show_oldest_retained().await;
+            }
         }
         Ok(())
     }

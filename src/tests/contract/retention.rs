@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use herald::outbox::archive::{read_rows, ArchivePass};
 use herald::outbox::metrics::Metrics;
-use herald::outbox::retention::{Retention, RetentionPolicy, CHUNKS_PER_TURN, LEASE_NAME};
+use herald::outbox::retention::{
+    PassReport, Retention, RetentionPolicy, CHUNKS_PER_TURN, LEASE_NAME,
+};
 use herald::store::ports::{
     ArchiveSink, ChunkRemoved, DeliveryReads, Expired, IdempotencyKeys, KindScope, NewAuditEntry,
     NewRun, OutboxStore, RetentionStore, RunRepository, Transactions,
@@ -28,6 +30,7 @@ testkit::contract_tests!(
     one_node_at_a_time_holds_the_retention_lease,
     rows_that_cannot_be_archived_are_not_removed,
     events_that_keep_a_pass_busy_do_not_keep_runs_waiting,
+    a_pass_that_goes_round_again_shows_its_lag_while_it_lasts,
     an_events_chunk_takes_the_runs_it_frees_and_only_those,
 );
 
@@ -479,10 +482,25 @@ async fn rows_that_cannot_be_archived_are_not_removed(db: &TestDb) {
     store.close().await;
 }
 
-/// The real store, with the targets of its chunks written down in order.
+/// The real store, with the targets of its chunks written down in order, and
+/// each reading of the oldest retained events with how many chunks came before it.
 struct ChunkLog {
     store: SqlStore,
     chunks: std::sync::Mutex<Vec<Expired>>,
+    oldest_reads: std::sync::Mutex<Vec<OldestRead>>,
+}
+
+/// How many chunks came before a reading, and the ages it read by state.
+type OldestRead = (usize, Vec<(DeliveryStatus, i64)>);
+
+impl ChunkLog {
+    fn over(store: &SqlStore) -> Arc<ChunkLog> {
+        Arc::new(ChunkLog {
+            store: store.clone(),
+            chunks: Default::default(),
+            oldest_reads: Default::default(),
+        })
+    }
 }
 
 #[async_trait::async_trait]
@@ -511,8 +529,50 @@ impl RetentionStore for ChunkLog {
     }
 
     async fn oldest_retained(&self) -> Result<Vec<(DeliveryStatus, i64)>, StoreError> {
-        self.store.oldest_retained().await
+        let ages = self.store.oldest_retained().await?;
+        let chunks = self.chunks.lock().unwrap().len();
+        self.oldest_reads
+            .lock()
+            .unwrap()
+            .push((chunks, ages.clone()));
+        Ok(ages)
     }
+}
+
+/// More settled events than one turn of one-event chunks takes.
+const BUSY_EVENTS: usize = CHUNKS_PER_TURN as usize + 10;
+
+/// [`BUSY_EVENTS`] events completed two hours ago, owned by a run that is not
+/// there (so no chunk of events frees a run).
+async fn settle_busy_events(store: &SqlStore) {
+    let events: Vec<_> = (0..BUSY_EVENTS)
+        .map(|i| {
+            let mut e = event(&format!("busy-{i:03}"));
+            e.parent_id = "another-run".into();
+            e
+        })
+        .collect();
+    enqueue(store, &events).await;
+    for e in &events {
+        settle_aged(store, &e.event_id, "completed", 2 * HOUR, 2 * HOUR).await;
+    }
+}
+
+/// One pass of [`policy`] in chunks of one event (so the busy events need a
+/// second round), its chunks and readings logged; every busy event goes.
+async fn pass_in_single_chunks(store: &SqlStore) -> (Arc<ChunkLog>, PassReport) {
+    let log = ChunkLog::over(store);
+    let mut policy = policy(None);
+    policy.chunk_rows = 1;
+    let report = retention_over(log.clone(), policy, "node-a")
+        .run_pass()
+        .await
+        .unwrap();
+    assert_eq!(
+        report.removed.get("outbox_events"),
+        Some(&(BUSY_EVENTS as u64))
+    );
+    (log, report)
 }
 
 /// Settled events that fill chunk after chunk (a busy store with a short
@@ -520,32 +580,10 @@ impl RetentionStore for ChunkLog {
 /// at most one turn of event chunks, not after every event is gone.
 async fn events_that_keep_a_pass_busy_do_not_keep_runs_waiting(db: &TestDb) {
     let store = db.store().await;
-    let busy = (CHUNKS_PER_TURN + 10) as usize;
-    let events: Vec<_> = (0..busy)
-        .map(|i| {
-            let mut e = event(&format!("busy-{i:03}"));
-            e.parent_id = "another-run".into();
-            e
-        })
-        .collect();
-    enqueue(&store, &events).await;
-    for e in &events {
-        settle_aged(&store, &e.event_id, "completed", 2 * HOUR, 2 * HOUR).await;
-    }
+    settle_busy_events(&store).await;
     let run = aged_run(&store, "t", "succeeded", 2 * HOUR).await;
 
-    let log = Arc::new(ChunkLog {
-        store: store.clone(),
-        chunks: Default::default(),
-    });
-    let mut policy = policy(None);
-    // One event a chunk: more chunks are due than one turn takes.
-    policy.chunk_rows = 1;
-    let report = retention_over(log.clone(), policy, "node-a")
-        .run_pass()
-        .await
-        .unwrap();
-    assert_eq!(report.removed.get("outbox_events"), Some(&(busy as u64)));
+    let (log, report) = pass_in_single_chunks(&store).await;
     assert_eq!(report.removed.get("runs"), Some(&1));
     assert!(
         ids(&store, "SELECT id FROM runs").await.is_empty(),
@@ -570,6 +608,46 @@ async fn events_that_keep_a_pass_busy_do_not_keep_runs_waiting(db: &TestDb) {
             .iter()
             .any(|c| matches!(c, Expired::Events { .. })),
         "events were still due when the run went"
+    );
+    store.close().await;
+}
+
+/// A pass that goes round again (more settled events due than a turn takes)
+/// reads the oldest retained event's age after each round, while it still
+/// removes, not only at its end: an operator sees retention's lag while a pass
+/// falls behind. Mid-pass the figure is the age of the events still to go; at
+/// the end nothing completed is left.
+async fn a_pass_that_goes_round_again_shows_its_lag_while_it_lasts(db: &TestDb) {
+    let store = db.store().await;
+    settle_busy_events(&store).await;
+    let (log, _) = pass_in_single_chunks(&store).await;
+
+    let chunks = log.chunks.lock().unwrap().len();
+    let reads = log.oldest_reads.lock().unwrap().clone();
+    let completed = |ages: &[(DeliveryStatus, i64)]| {
+        ages.iter()
+            .find(|(s, _)| *s == DeliveryStatus::Completed)
+            .map(|(_, age)| *age)
+    };
+    let (during, ages) = reads
+        .iter()
+        .find(|(before, _)| *before < chunks)
+        .unwrap_or_else(|| panic!("no reading before the pass's last chunk: {reads:?}"));
+    assert!(
+        *during >= CHUNKS_PER_TURN as usize,
+        "read after a full turn, not before ({during} chunks)"
+    );
+    let lag = completed(ages).expect("completed events were still retained mid-pass");
+    assert!(
+        lag >= 2 * HOUR - 60_000,
+        "mid-pass the figure shows the events still to go: {lag} ms"
+    );
+    let (after, ages) = reads.last().expect("read at the pass's end");
+    assert_eq!(*after, chunks);
+    assert_eq!(
+        completed(ages),
+        None,
+        "nothing completed is left at the end"
     );
     store.close().await;
 }
