@@ -355,7 +355,9 @@ impl SqlStore {
     /// `settle_in_transaction`, which tells the two apart; a replay of this whole
     /// call finds its completions written and is answered the same way.
     async fn complete_with_attempts(&self, batch: &[Settlement]) -> Result<Vec<bool>, StoreError> {
-        let mut completed = std::collections::HashSet::new();
+        // Each completed event with the token it was completed under (an update
+        // completes a row once).
+        let mut completed = std::collections::HashMap::new();
         for chunk in batch.chunks(500) {
             completed.extend(self.complete_chunk_with_attempts(chunk).await?);
         }
@@ -363,7 +365,7 @@ impl SqlStore {
         // lost and under the one it holds now; only the held one completed.
         let mut accepted: Vec<bool> = batch
             .iter()
-            .map(|s| completed.contains(&(s.event_id.clone(), s.lease_token.clone())))
+            .map(|s| completed.get(&s.event_id) == Some(&s.lease_token))
             .collect();
         let left: Vec<usize> = (0..batch.len()).filter(|&i| !accepted[i]).collect();
         if !left.is_empty() {
@@ -862,9 +864,7 @@ impl OutboxStore for SqlStore {
         }
         let now = self.engine.now_ms();
         // Expired leases of redeliverable events first: they are the oldest owed work.
-        let mut claimed = if !request.take_expired {
-            Vec::new()
-        } else {
+        let mut claimed = if request.take_expired {
             self.claim_where(
                 request,
                 ClaimPick {
@@ -881,6 +881,8 @@ impl OutboxStore for SqlStore {
                 &[],
             )
             .await?
+        } else {
+            Vec::new()
         };
         let due = format!("status = 'pending' AND next_attempt_at <= {now}");
         let every_due = ClaimPick {

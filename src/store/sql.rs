@@ -85,12 +85,13 @@ impl SqlStore {
         };
         // An in-memory database exists only inside its one connection.
         let own_reads = engine.read_connections() > 0 && !durability.keeps_connection_forever();
-        let reads = match own_reads {
-            true => pool_options(engine.read_connections())
+        let reads = if own_reads {
+            pool_options(engine.read_connections())
                 .connect_with(connect_options)
                 .await
-                .map_err(connect_error)?,
-            false => pool.clone(),
+                .map_err(connect_error)?
+        } else {
+            pool.clone()
         };
         let learn_from = match (engine.groups_commits(), own_reads) {
             (false, _) => LearnFrom::CreationsRead,

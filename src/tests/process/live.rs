@@ -52,6 +52,19 @@ impl Stream {
         tab
     }
 
+    /// Says nothing for three seconds while nothing changes (longer than the
+    /// gap between notices, and three times a one-second idle timeout), then,
+    /// once `operator` records a run, a `change` notice without data.
+    async fn quiet_then_hears_a_run(&mut self, base: &str, operator: &str) {
+        assert_eq!(self.next_event(Duration::from_secs(3)).await, None);
+        create_run_via_api(&reqwest::Client::new(), base, operator, None).await;
+        let (event, data) = self
+            .next_event(Duration::from_secs(10))
+            .await
+            .expect("a notice after the run was recorded, on a stream still open");
+        assert_eq!((event.as_str(), data.as_str()), ("change", "{}"));
+    }
+
     /// The name of the next event (keep-alive comments skipped), waiting at most
     /// `within`.
     async fn next_event(&mut self, within: Duration) -> Option<(String, String)> {
@@ -91,14 +104,7 @@ async fn a_tab_hears_of_changes_a_full_server_refuses_more_and_sigterm_ends_the_
         Some(StatusCode::UNAUTHORIZED)
     );
     let mut tab = Stream::ready(&base, &token).await;
-    // Nothing changes, nothing is said (longer than the gap between notices).
-    assert_eq!(tab.next_event(Duration::from_secs(3)).await, None);
-    create_run_via_api(&reqwest::Client::new(), &base, &operator, None).await;
-    let (event, data) = tab
-        .next_event(Duration::from_secs(10))
-        .await
-        .expect("a notice after the run was recorded");
-    assert_eq!((event.as_str(), data.as_str()), ("change", "{}"));
+    tab.quiet_then_hears_a_run(&base, &operator).await;
 
     // Two places: a third tab is refused and polls; a place freed is taken again.
     let second = Stream::open(&base, Some(&token))
@@ -148,11 +154,5 @@ async fn a_quiet_stream_outlives_the_idle_timeout() {
     let mut herald = HeraldProcess::spawn(&db.url, &["--http-idle-timeout-secs", "1"]);
     let base = herald.ready().await;
     let mut tab = Stream::ready(&base, &token).await;
-    assert_eq!(tab.next_event(Duration::from_secs(3)).await, None);
-    create_run_via_api(&reqwest::Client::new(), &base, &operator, None).await;
-    let (event, _) = tab
-        .next_event(Duration::from_secs(10))
-        .await
-        .expect("the stream still open three idle timeouts later");
-    assert_eq!(event, "change");
+    tab.quiet_then_hears_a_run(&base, &operator).await;
 }
