@@ -27,6 +27,7 @@ pub struct Metrics {
     breaker_open: IntGaugeVec,
     retention_removed: IntCounterVec,
     retention_oldest: GaugeVec,
+    retention_catching_up: IntGaugeVec,
     trace_spans_dropped: prometheus::IntCounter,
     claims_handed_back: IntCounterVec,
     claims_leaving_out: IntCounterVec,
@@ -173,6 +174,13 @@ impl Metrics {
             ),
             &["store", "status"],
         ));
+        let retention_catching_up = must(IntGaugeVec::new(
+            Opts::new(
+                "herald_retention_catching_up",
+                "1 while a retention pass has outlasted retention.interval and rests less between chunks to catch up, per store",
+            ),
+            &["store"],
+        ));
         let trace_spans_dropped = must(prometheus::IntCounter::new(
             "herald_trace_spans_dropped_total",
             "Spans that never reached the OpenTelemetry collector (failed exports)",
@@ -232,6 +240,7 @@ impl Metrics {
             Box::new(breaker_open.clone()),
             Box::new(retention_removed.clone()),
             Box::new(retention_oldest.clone()),
+            Box::new(retention_catching_up.clone()),
             Box::new(replay_attempts.clone()),
             Box::new(replay_exhausted.clone()),
             Box::new(available.clone()),
@@ -267,6 +276,7 @@ impl Metrics {
             breaker_open,
             retention_removed,
             retention_oldest,
+            retention_catching_up,
             trace_spans_dropped,
             claims_handed_back,
             claims_leaving_out,
@@ -374,6 +384,14 @@ impl Metrics {
                 .with_label_values(&[store, status.as_str()])
                 .set(*ms as f64 / 1000.0);
         }
+    }
+
+    /// Whether `store`'s retention pass is catching up (see
+    /// [`super::retention`]'s pace).
+    pub fn set_retention_catching_up(&self, store: &str, catching_up: bool) {
+        self.retention_catching_up
+            .with_label_values(&[store])
+            .set(i64::from(catching_up));
     }
 
     /// `route` is a configured route name or `callback`: never a URL or tenant.

@@ -934,10 +934,28 @@ pub enum Expired {
     IdempotencyKeys { older_than_ms: i64 },
 }
 
+impl Expired {
+    /// The retention these rows are past.
+    pub fn older_than_ms(&self) -> i64 {
+        match self {
+            Expired::Events { older_than_ms, .. }
+            | Expired::Runs { older_than_ms }
+            | Expired::Audit { older_than_ms }
+            | Expired::IdempotencyKeys { older_than_ms } => *older_than_ms,
+        }
+    }
+}
+
 /// Rows one retention chunk removed, per table (the chunk's own table first).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChunkRemoved {
     pub tables: Vec<(&'static str, u64)>,
+    /// The age (ms, by the store's clock) of the youngest row the chunk chose, by
+    /// the time its retention counts from (an event's or run's last change, an
+    /// audit row's time, a key's creation); `None` for an empty chunk. Rows are
+    /// chosen oldest first, so this past the retention by much means everything
+    /// the chunk took was overdue by at least that much.
+    pub youngest_age_ms: Option<i64>,
 }
 
 impl ChunkRemoved {

@@ -195,6 +195,9 @@ impl TableShape {
     }
 }
 
+/// The chunk select's column of each row's age (ms, by the store's clock).
+const ROW_AGE: &str = "chunk_row_age_ms";
+
 /// A value bound to a chunk's query.
 enum Bind {
     Int(i64),
@@ -208,6 +211,8 @@ struct ChunkPlan {
     filter: String,
     binds: Vec<Bind>,
     order: &'static str,
+    /// The column the retention counts from (`ChunkRemoved::youngest_age_ms`).
+    age_column: &'static str,
     /// Tables whose rows go with a removed row, by its `event_id`.
     children: &'static [&'static TableShape],
     archived: bool,
@@ -291,6 +296,7 @@ impl SqlStore {
                     filter,
                     binds,
                     order: "next_attempt_at",
+                    age_column: "updated_at",
                     children: &[&OUTBOX_ATTEMPTS, &OUTBOX_DEAD_LETTERS, &LANE_MEMBERS],
                     archived: true,
                 }
@@ -301,6 +307,7 @@ impl SqlStore {
                 filter: format!("at < {now} - ?"),
                 binds: vec![Bind::Int(*older_than_ms)],
                 order: "at",
+                age_column: "at",
                 children: &[],
                 archived: true,
             },
@@ -309,6 +316,7 @@ impl SqlStore {
                 filter: format!("created_at < {now} - ?"),
                 binds: vec![Bind::Int(*older_than_ms)],
                 order: "created_at",
+                age_column: "created_at",
                 children: &[],
                 archived: false,
             },
@@ -348,6 +356,7 @@ impl SqlStore {
             filter,
             binds,
             order,
+            age_column: "updated_at",
             children: &[],
             archived: true,
         }
@@ -362,11 +371,13 @@ impl SqlStore {
     /// again on each locked row: one may have changed between the pick and the
     /// lock (a failed event retried), and then it stays.
     fn chunk_select(&self, plan: &ChunkPlan) -> String {
-        let (columns, table, filter, order) = (
+        let (table, filter, order) = (plan.table.name, &plan.filter, plan.order);
+        // The archive takes the table's own columns by name; the age rides along.
+        let columns = format!(
+            "{}, {} - {} AS {ROW_AGE}",
             plan.table.column_list(),
-            plan.table.name,
-            &plan.filter,
-            plan.order,
+            self.engine.now_ms(),
+            plan.age_column
         );
         let lock = self.engine.lock_rows();
         let sql = if self.keys_first(plan) {
@@ -382,19 +393,29 @@ impl SqlStore {
         self.engine.sql(&sql).into_owned()
     }
 
-    /// Up to `limit` rows of `plan`, locked (see [`SqlStore::chunk_select`]).
+    /// Up to `limit` rows of `plan`, locked (see [`SqlStore::chunk_select`]),
+    /// and the youngest one's age.
     async fn select_chunk(
         &self,
         tx: &mut WriteTx,
         plan: &ChunkPlan,
         limit: u32,
-    ) -> Result<Vec<serde_json::Value>, StoreError> {
+    ) -> Result<(Vec<serde_json::Value>, Option<i64>), StoreError> {
         let sql = self.chunk_select(plan);
         let rows = self
             .bind_chunk(plan, sqlx::query(&sql), limit)
             .fetch_all(&mut **tx)
             .await?;
-        rows.iter().map(|row| plan.table.to_json(row)).collect()
+        let mut youngest = None;
+        for row in &rows {
+            let age: i64 = row.try_get(ROW_AGE)?;
+            youngest = Some(youngest.map_or(age, |y: i64| y.min(age)));
+        }
+        let rows = rows
+            .iter()
+            .map(|row| plan.table.to_json(row))
+            .collect::<Result<_, _>>()?;
+        Ok((rows, youngest))
     }
 
     /// Hands `rows` of `plan` (and their children) to the archive when there is
@@ -590,7 +611,7 @@ impl RetentionStore for SqlStore {
     ) -> Result<ChunkRemoved, StoreError> {
         let plan = self.chunk_plan(expired);
         let mut tx = super::ports::Transactions::begin_write(self).await?;
-        let rows = self.select_chunk(&mut tx, &plan, limit).await?;
+        let (rows, youngest_age_ms) = self.select_chunk(&mut tx, &plan, limit).await?;
         if rows.is_empty() {
             tx.rollback().await?;
             return Ok(ChunkRemoved::default());
@@ -610,7 +631,7 @@ impl RetentionStore for SqlStore {
             // none any more.
             // At most one run an event: the chunk's own limit bounds them.
             let runs = self.runs_plan(older_than_ms, Some(&ids));
-            let rows = self.select_chunk(&mut tx, &runs, limit).await?;
+            let (rows, _) = self.select_chunk(&mut tx, &runs, limit).await?;
             if !rows.is_empty() {
                 let removed = self
                     .archive_and_delete(&mut tx, &runs, rows, archive)
@@ -619,7 +640,10 @@ impl RetentionStore for SqlStore {
             }
         }
         tx.commit().await?;
-        Ok(ChunkRemoved { tables })
+        Ok(ChunkRemoved {
+            tables,
+            youngest_age_ms,
+        })
     }
 
     async fn oldest_retained(&self) -> Result<Vec<(DeliveryStatus, i64)>, StoreError> {

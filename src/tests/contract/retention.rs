@@ -31,6 +31,7 @@ testkit::contract_tests!(
     rows_that_cannot_be_archived_are_not_removed,
     events_that_keep_a_pass_busy_do_not_keep_runs_waiting,
     a_pass_that_goes_round_again_shows_its_lag_while_it_lasts,
+    a_pass_two_intervals_behind_says_it_is_catching_up_until_it_ends,
     an_events_chunk_takes_the_runs_it_frees_and_only_those,
 );
 
@@ -158,7 +159,7 @@ fn policy(archive_dir: Option<std::path::PathBuf>) -> RetentionPolicy {
         runs: Some(HOUR),
         audit: Some(HOUR),
         idempotency_keys: Some(HOUR),
-        interval: Duration::from_secs(3600),
+        interval: HOUR_INTERVAL,
         // Small chunks, so a pass takes several.
         chunk_rows: 2,
         archive_dir,
@@ -482,12 +483,17 @@ async fn rows_that_cannot_be_archived_are_not_removed(db: &TestDb) {
     store.close().await;
 }
 
-/// The real store, with the targets of its chunks written down in order, and
-/// each reading of the oldest retained events with how many chunks came before it.
+/// The real store, with the targets of its chunks written down in order, each
+/// reading of the oldest retained events with how many chunks came before it,
+/// and at each chunk whether the pass's metrics said it was catching up.
 struct ChunkLog {
     store: SqlStore,
+    metrics: Arc<Metrics>,
     chunks: std::sync::Mutex<Vec<Expired>>,
     oldest_reads: std::sync::Mutex<Vec<OldestRead>>,
+    catching_up_reads: std::sync::Mutex<Vec<bool>>,
+    /// Each non-empty chunk's youngest row age.
+    youngest_ages: std::sync::Mutex<Vec<i64>>,
 }
 
 /// How many chunks came before a reading, and the ages it read by state.
@@ -497,9 +503,28 @@ impl ChunkLog {
     fn over(store: &SqlStore) -> Arc<ChunkLog> {
         Arc::new(ChunkLog {
             store: store.clone(),
+            metrics: Arc::new(Metrics::new()),
             chunks: Default::default(),
             oldest_reads: Default::default(),
+            catching_up_reads: Default::default(),
+            youngest_ages: Default::default(),
         })
+    }
+
+    /// A pass of `policy` through this log, reporting to its metrics.
+    fn retention(self: &Arc<Self>, policy: RetentionPolicy) -> Retention {
+        Retention {
+            metrics: self.metrics.clone(),
+            ..retention_over(self.clone(), policy, "node-a")
+        }
+    }
+
+    /// `herald_retention_catching_up` of the `jobs` store, as `/metrics` shows it.
+    fn catching_up(&self) -> bool {
+        self.metrics
+            .render()
+            .lines()
+            .any(|line| line == "herald_retention_catching_up{store=\"jobs\"} 1")
     }
 }
 
@@ -525,7 +550,16 @@ impl RetentionStore for ChunkLog {
         archive: Option<&dyn ArchiveSink>,
     ) -> Result<ChunkRemoved, StoreError> {
         self.chunks.lock().unwrap().push(expired.clone());
-        self.store.remove_expired(expired, limit, archive).await
+        self.catching_up_reads
+            .lock()
+            .unwrap()
+            .push(self.catching_up());
+        let removed = self.store.remove_expired(expired, limit, archive).await?;
+        self.youngest_ages
+            .lock()
+            .unwrap()
+            .extend(removed.youngest_age_ms);
+        Ok(removed)
     }
 
     async fn oldest_retained(&self) -> Result<Vec<(DeliveryStatus, i64)>, StoreError> {
@@ -558,16 +592,18 @@ async fn settle_busy_events(store: &SqlStore) {
     }
 }
 
-/// One pass of [`policy`] in chunks of one event (so the busy events need a
-/// second round), its chunks and readings logged; every busy event goes.
-async fn pass_in_single_chunks(store: &SqlStore) -> (Arc<ChunkLog>, PassReport) {
+/// One pass of [`policy`] (passes `interval` apart) in chunks of one event (so
+/// the busy events need a second round), its chunks and readings logged; every
+/// busy event goes.
+async fn pass_in_single_chunks(
+    store: &SqlStore,
+    interval: Duration,
+) -> (Arc<ChunkLog>, PassReport) {
     let log = ChunkLog::over(store);
     let mut policy = policy(None);
     policy.chunk_rows = 1;
-    let report = retention_over(log.clone(), policy, "node-a")
-        .run_pass()
-        .await
-        .unwrap();
+    policy.interval = interval;
+    let report = log.retention(policy).run_pass().await.unwrap();
     assert_eq!(
         report.removed.get("outbox_events"),
         Some(&(BUSY_EVENTS as u64))
@@ -583,7 +619,7 @@ async fn events_that_keep_a_pass_busy_do_not_keep_runs_waiting(db: &TestDb) {
     settle_busy_events(&store).await;
     let run = aged_run(&store, "t", "succeeded", 2 * HOUR).await;
 
-    let (log, report) = pass_in_single_chunks(&store).await;
+    let (log, report) = pass_in_single_chunks(&store, HOUR_INTERVAL).await;
     assert_eq!(report.removed.get("runs"), Some(&1));
     assert!(
         ids(&store, "SELECT id FROM runs").await.is_empty(),
@@ -620,7 +656,7 @@ async fn events_that_keep_a_pass_busy_do_not_keep_runs_waiting(db: &TestDb) {
 async fn a_pass_that_goes_round_again_shows_its_lag_while_it_lasts(db: &TestDb) {
     let store = db.store().await;
     settle_busy_events(&store).await;
-    let (log, _) = pass_in_single_chunks(&store).await;
+    let (log, _) = pass_in_single_chunks(&store, HOUR_INTERVAL).await;
 
     let chunks = log.chunks.lock().unwrap().len();
     let reads = log.oldest_reads.lock().unwrap().clone();
@@ -651,6 +687,58 @@ async fn a_pass_that_goes_round_again_shows_its_lag_while_it_lasts(db: &TestDb) 
     );
     store.close().await;
 }
+
+/// A pass whose chunks find rows more than two intervals past their retention
+/// has fallen behind what comes due, and rests less between chunks: the metrics
+/// say so from its first rest on, and stop saying so when it ends. The same rows
+/// an hour overdue are not behind for passes two hours apart. Each chunk reports
+/// its youngest row's age by the store's clock.
+async fn a_pass_two_intervals_behind_says_it_is_catching_up_until_it_ends(db: &TestDb) {
+    let store = db.store().await;
+    // Completed two hours ago, an hour past their retention.
+    settle_busy_events(&store).await;
+    let (log, _) = pass_in_single_chunks(&store, HOUR_INTERVAL).await;
+    let reads = log.catching_up_reads.lock().unwrap().clone();
+    assert!(
+        reads.len() > CHUNKS_PER_TURN as usize,
+        "{} chunks",
+        reads.len()
+    );
+    assert!(
+        !reads.contains(&true),
+        "an hour overdue, passes hourly: {reads:?}"
+    );
+    assert!(!log.catching_up());
+    let ages = log.youngest_ages.lock().unwrap().clone();
+    assert_eq!(
+        ages.len(),
+        BUSY_EVENTS,
+        "one age a chunk that removed an event"
+    );
+    for age in ages {
+        assert!(
+            (2 * HOUR - MINUTE..2 * HOUR + 10 * MINUTE).contains(&age),
+            "a chunk of events completed two hours ago reports an age of {age} ms"
+        );
+    }
+
+    settle_busy_events(&store).await;
+    let (log, _) = pass_in_single_chunks(&store, Duration::from_secs(60)).await;
+    let reads = log.catching_up_reads.lock().unwrap().clone();
+    assert!(!reads[0], "before its first chunk the pass has not rested");
+    assert!(
+        reads[1..].iter().all(|read| *read),
+        "an hour overdue with passes a minute apart, every rest is the catch-up pace's: {reads:?}"
+    );
+    assert!(
+        !log.catching_up(),
+        "the pass ended, and with it the catch-up"
+    );
+    store.close().await;
+}
+
+/// [`policy`]'s interval: passes an hour apart.
+const HOUR_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// The event targets of [`policy`] besides the busy one (skipped and failed
 /// events, each a chunk that finds nothing).

@@ -39,7 +39,7 @@ fn promtool(args: &[&str]) -> (bool, String) {
 fn the_rules_pass_promtool_checks_and_their_unit_tests() {
     let (ok, text) = promtool(&["check", "rules", "herald-rules.yml"]);
     assert!(ok, "{text}");
-    assert!(text.contains("SUCCESS: 11 rules found"), "{text}");
+    assert!(text.contains("SUCCESS: 12 rules found"), "{text}");
     let (ok, text) = promtool(&["test", "rules", "herald-rules.test.yml"]);
     assert!(ok, "{text}");
     assert!(text.contains("SUCCESS"), "{text}");
@@ -189,7 +189,7 @@ async fn a_real_prometheus_scraping_herald_fires_the_failure_alert() {
         .iter()
         .flat_map(|g| g["rules"].as_array().unwrap())
         .collect();
-    assert_eq!(rules.len(), 11);
+    assert_eq!(rules.len(), 12);
     for rule in &rules {
         assert_eq!(rule["health"], "ok", "{rule}");
     }
