@@ -177,7 +177,7 @@ impl Metrics {
         let retention_catching_up = must(IntGaugeVec::new(
             Opts::new(
                 "herald_retention_catching_up",
-                "1 while a retention pass has outlasted retention.interval and rests less between chunks to catch up, per store",
+                "1 while a retention pass's last full chunk held rows more than two retention.interval past their retention, so it rests 1x the chunk's time between chunks instead of 3x, per store",
             ),
             &["store"],
         ));

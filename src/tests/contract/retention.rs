@@ -576,8 +576,8 @@ impl RetentionStore for ChunkLog {
 /// More settled events than one turn of one-event chunks takes.
 const BUSY_EVENTS: usize = CHUNKS_PER_TURN as usize + 10;
 
-/// [`BUSY_EVENTS`] events completed two hours ago, owned by a run that is not
-/// there (so no chunk of events frees a run).
+/// [`BUSY_EVENTS`] events completed two hours ago (last due three hours ago),
+/// owned by a run that is not there (so no chunk of events frees a run).
 async fn settle_busy_events(store: &SqlStore) {
     let events: Vec<_> = (0..BUSY_EVENTS)
         .map(|i| {
@@ -588,7 +588,7 @@ async fn settle_busy_events(store: &SqlStore) {
         .collect();
     enqueue(store, &events).await;
     for e in &events {
-        settle_aged(store, &e.event_id, "completed", 2 * HOUR, 2 * HOUR).await;
+        settle_aged(store, &e.event_id, "completed", 2 * HOUR, 3 * HOUR).await;
     }
 }
 
@@ -691,8 +691,9 @@ async fn a_pass_that_goes_round_again_shows_its_lag_while_it_lasts(db: &TestDb) 
 /// A pass whose chunks find rows more than two intervals past their retention
 /// has fallen behind what comes due, and rests less between chunks: the metrics
 /// say so from its first rest on, and stop saying so when it ends. The same rows
-/// an hour overdue are not behind for passes two hours apart. Each chunk reports
-/// its youngest row's age by the store's clock.
+/// an hour overdue are not behind for passes an hour apart (the line is two
+/// hours). Each chunk reports its youngest row's age by the store's clock, from
+/// the events' last change (two hours ago), not their last due time (three).
 async fn a_pass_two_intervals_behind_says_it_is_catching_up_until_it_ends(db: &TestDb) {
     let store = db.store().await;
     // Completed two hours ago, an hour past their retention.
