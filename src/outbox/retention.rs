@@ -136,9 +136,6 @@ impl Retention {
     /// One pass: every target in chunks until nothing more is due. Stops early (and
     /// returns the error) when the store fails or the lease is lost.
     pub async fn run_pass(&self) -> Result<PassReport, StoreError> {
-        let pace = Pace {
-            interval: self.policy.interval,
-        };
         let mut report = PassReport::default();
         if !self
             .store
@@ -154,9 +151,7 @@ impl Retention {
             pause,
         });
         let chunk = self.policy.chunk_rows.clamp(1, MAX_CHUNK_ROWS);
-        let result = self
-            .remove_all(chunk, archive.as_ref(), &pace, &mut report)
-            .await;
+        let result = self.remove_all(chunk, archive.as_ref(), &mut report).await;
         self.metrics
             .set_retention_catching_up(&self.store_name, false);
         // Another node may take the next pass; a failed release expires.
@@ -191,17 +186,13 @@ impl Retention {
         &self,
         chunk: u32,
         archive: Option<&PausingArchive>,
-        pace: &Pace,
         report: &mut PassReport,
     ) -> Result<(), StoreError> {
         let mut due = self.policy.targets();
         while !due.is_empty() {
             let mut still_due = Vec::new();
             for target in due {
-                match self
-                    .take_turn(&target, chunk, archive, pace, report)
-                    .await?
-                {
+                match self.take_turn(&target, chunk, archive, report).await? {
                     Turn::Done => {}
                     Turn::MoreDue => still_due.push(target),
                     Turn::LeaseLost => return Ok(()),
@@ -222,9 +213,11 @@ impl Retention {
         target: &Expired,
         chunk: u32,
         archive: Option<&PausingArchive>,
-        pace: &Pace,
         report: &mut PassReport,
     ) -> Result<Turn, StoreError> {
+        let pace = Pace {
+            interval: self.policy.interval,
+        };
         for _ in 0..CHUNKS_PER_TURN {
             let started = Instant::now();
             let removed = self

@@ -406,16 +406,15 @@ impl SqlStore {
             .bind_chunk(plan, sqlx::query(&sql), limit)
             .fetch_all(&mut **tx)
             .await?;
-        let mut youngest = None;
-        for row in &rows {
-            let age: i64 = row.try_get(ROW_AGE)?;
-            youngest = Some(youngest.map_or(age, |y: i64| y.min(age)));
-        }
+        let ages = rows
+            .iter()
+            .map(|row| row.try_get::<i64, _>(ROW_AGE))
+            .collect::<Result<Vec<_>, _>>()?;
         let rows = rows
             .iter()
             .map(|row| plan.table.to_json(row))
             .collect::<Result<_, _>>()?;
-        Ok((rows, youngest))
+        Ok((rows, ages.into_iter().min()))
     }
 
     /// Hands `rows` of `plan` (and their children) to the archive when there is
