@@ -33,6 +33,7 @@ testkit::contract_tests!(
     a_pass_that_goes_round_again_shows_its_lag_while_it_lasts,
     a_pass_two_intervals_behind_says_it_is_catching_up_until_it_ends,
     an_events_chunk_takes_the_runs_it_frees_and_only_those,
+    every_target_reports_its_youngest_row_age_from_the_time_its_retention_counts_from,
 );
 
 const MINUTE: i64 = 60_000;
@@ -492,8 +493,8 @@ struct ChunkLog {
     chunks: std::sync::Mutex<Vec<Expired>>,
     oldest_reads: std::sync::Mutex<Vec<OldestRead>>,
     catching_up_reads: std::sync::Mutex<Vec<bool>>,
-    /// Each non-empty chunk's youngest row age.
-    youngest_ages: std::sync::Mutex<Vec<i64>>,
+    /// Each non-empty chunk's target and youngest row age.
+    youngest_ages: std::sync::Mutex<Vec<(Expired, i64)>>,
 }
 
 /// How many chunks came before a reading, and the ages it read by state.
@@ -555,10 +556,12 @@ impl RetentionStore for ChunkLog {
             .unwrap()
             .push(self.catching_up());
         let removed = self.store.remove_expired(expired, limit, archive).await?;
-        self.youngest_ages
-            .lock()
-            .unwrap()
-            .extend(removed.youngest_age_ms);
+        if let Some(age) = removed.youngest_age_ms {
+            self.youngest_ages
+                .lock()
+                .unwrap()
+                .push((expired.clone(), age));
+        }
         Ok(removed)
     }
 
@@ -716,7 +719,7 @@ async fn a_pass_two_intervals_behind_says_it_is_catching_up_until_it_ends(db: &T
         BUSY_EVENTS,
         "one age a chunk that removed an event"
     );
-    for age in ages {
+    for (_, age) in ages {
         assert!(
             (2 * HOUR - MINUTE..2 * HOUR + 10 * MINUTE).contains(&age),
             "a chunk of events completed two hours ago reports an age of {age} ms"
@@ -822,5 +825,71 @@ async fn an_events_chunk_takes_the_runs_it_frees_and_only_those(db: &TestDb) {
     assert_eq!(archived_runs.len(), 1, "{archived_runs:?}");
     assert_eq!(archived_runs[0]["id"], freed.as_str());
     assert_eq!(archived_runs[0]["status"], "succeeded");
+    store.close().await;
+}
+
+/// Runs, audit rows and keys each report their chunk's youngest row age from the
+/// time their own retention counts from (a run's last change, not its creation;
+/// an audit row's time; a key's creation), by the store's clock: the figure the
+/// catch-up pace compares with two intervals. Each target holds two rows of
+/// different ages, so a chunk that reported its oldest row, or another column,
+/// fails.
+async fn every_target_reports_its_youngest_row_age_from_the_time_its_retention_counts_from(
+    db: &TestDb,
+) {
+    let store = db.store().await;
+    let now = store.engine().now_ms();
+    for (age, created) in [(3 * HOUR, 9 * HOUR), (5 * HOUR, 9 * HOUR)] {
+        let run = aged_run(&store, "ages", "succeeded", created).await;
+        let sql = format!("UPDATE runs SET updated_at = {now} - {age} WHERE id = ?");
+        exec(&store, &sql, &[&run]).await;
+    }
+    aged_audit(&store, "audit-young", 4 * HOUR).await;
+    aged_audit(&store, "audit-old", 7 * HOUR).await;
+    aged_key(&store, "key-young", 6 * HOUR).await;
+    aged_key(&store, "key-old", 8 * HOUR).await;
+
+    let log = ChunkLog::over(&store);
+    let mut policy = policy(None);
+    policy.chunk_rows = 10;
+    let report = log.retention(policy).run_pass().await.unwrap();
+    for table in ["runs", "outbox_audit", "idempotency_keys"] {
+        assert_eq!(report.removed.get(table), Some(&2), "{table}: {report:?}");
+    }
+
+    let ages = log.youngest_ages.lock().unwrap().clone();
+    let age_of = |target: fn(&Expired) -> bool, name: &str| {
+        let found: Vec<i64> = ages
+            .iter()
+            .filter(|(expired, _)| target(expired))
+            .map(|(_, age)| *age)
+            .collect();
+        assert_eq!(found.len(), 1, "one chunk of {name} removed rows: {ages:?}");
+        found[0]
+    };
+    let expected = [
+        (
+            age_of(|e| matches!(e, Expired::Runs { .. }), "runs"),
+            3 * HOUR,
+            "runs",
+        ),
+        (
+            age_of(|e| matches!(e, Expired::Audit { .. }), "audit rows"),
+            4 * HOUR,
+            "audit rows",
+        ),
+        (
+            age_of(|e| matches!(e, Expired::IdempotencyKeys { .. }), "keys"),
+            6 * HOUR,
+            "keys",
+        ),
+    ];
+    for (age, want, name) in expected {
+        // The store's clock has moved on by the time the chunk reads it.
+        assert!(
+            (want - MINUTE..want + 10 * MINUTE).contains(&age),
+            "a chunk of {name} whose youngest row is {want} ms old reports {age} ms"
+        );
+    }
     store.close().await;
 }
