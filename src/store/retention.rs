@@ -180,19 +180,27 @@ impl TableShape {
 
     /// A row as one JSON object of every column (NULL as null).
     fn to_json(&self, row: &AnyRow) -> Result<serde_json::Value, StoreError> {
-        let mut object = serde_json::Map::with_capacity(self.columns.len());
-        for (name, ty) in self.columns {
-            let value = match ty {
-                Int => opt_int(row, name)?.map(serde_json::Value::from),
-                Text => opt_text(row, name)?.map(serde_json::Value::from),
-            };
-            object.insert(
-                (*name).to_string(),
-                value.unwrap_or(serde_json::Value::Null),
-            );
-        }
-        Ok(serde_json::Value::Object(object))
+        row_to_json(row, self.columns)
     }
+}
+
+/// A row as one JSON object of `columns` (NULL as null).
+fn row_to_json(
+    row: &AnyRow,
+    columns: &[(&'static str, ColumnType)],
+) -> Result<serde_json::Value, StoreError> {
+    let mut object = serde_json::Map::with_capacity(columns.len());
+    for (name, ty) in columns {
+        let value = match ty {
+            Int => opt_int(row, name)?.map(serde_json::Value::from),
+            Text => opt_text(row, name)?.map(serde_json::Value::from),
+        };
+        object.insert(
+            (*name).to_string(),
+            value.unwrap_or(serde_json::Value::Null),
+        );
+    }
+    Ok(serde_json::Value::Object(object))
 }
 
 /// The chunk select's column of each row's age (ms, by the store's clock).
@@ -216,11 +224,28 @@ struct ChunkPlan {
     /// Tables whose rows go with a removed row, by its `event_id`.
     children: &'static [&'static TableShape],
     archived: bool,
+    /// The columns besides the key that the chunk itself reads of its rows (an
+    /// event's run, for the runs it frees).
+    reads: &'static [&'static str],
 }
 
 type ChunkQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
 
 impl ChunkPlan {
+    /// The columns the chunk selects: every one when its rows go to the archive,
+    /// else only the key and [`ChunkPlan::reads`]. A payload is not read only to
+    /// be deleted: it can be most of a row, and the chunk holds the writer.
+    fn columns(&self, archiving: bool) -> Vec<(&'static str, ColumnType)> {
+        self.table
+            .columns
+            .iter()
+            .filter(|(name, _)| {
+                archiving || self.table.key.contains(name) || self.reads.contains(name)
+            })
+            .copied()
+            .collect()
+    }
+
     /// `query` with this plan's binds, then the chunk size (then the binds again
     /// when the filter is tested twice: `keys_first`).
     fn bind<'q>(&self, query: ChunkQuery<'q>, limit: u32, keys_first: bool) -> ChunkQuery<'q> {
@@ -299,6 +324,7 @@ impl SqlStore {
                     age_column: "updated_at",
                     children: &[&OUTBOX_ATTEMPTS, &OUTBOX_DEAD_LETTERS, &LANE_MEMBERS],
                     archived: true,
+                    reads: &["parent_type", "parent_id"],
                 }
             }
             Expired::Runs { older_than_ms } => self.runs_plan(*older_than_ms, None),
@@ -310,6 +336,7 @@ impl SqlStore {
                 age_column: "at",
                 children: &[],
                 archived: true,
+                reads: &[],
             },
             Expired::IdempotencyKeys { older_than_ms } => ChunkPlan {
                 table: &IDEMPOTENCY_KEYS,
@@ -319,6 +346,7 @@ impl SqlStore {
                 age_column: "created_at",
                 children: &[],
                 archived: false,
+                reads: &[],
             },
         }
     }
@@ -359,6 +387,7 @@ impl SqlStore {
             age_column: "updated_at",
             children: &[],
             archived: true,
+            reads: &[],
         }
     }
 
@@ -370,12 +399,13 @@ impl SqlStore {
     /// the rows with those keys are read and locked, and the filter is tested
     /// again on each locked row: one may have changed between the pick and the
     /// lock (a failed event retried), and then it stays.
-    fn chunk_select(&self, plan: &ChunkPlan) -> String {
+    fn chunk_select(&self, plan: &ChunkPlan, columns: &[(&str, ColumnType)]) -> String {
         let (table, filter, order) = (plan.table.name, &plan.filter, plan.order);
         // The archive takes the table's own columns by name; the age rides along.
+        let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
         let columns = format!(
             "{}, {} - {} AS {ROW_AGE}",
-            plan.table.column_list(),
+            names.join(", "),
             self.engine.now_ms(),
             plan.age_column
         );
@@ -394,14 +424,17 @@ impl SqlStore {
     }
 
     /// Up to `limit` rows of `plan`, locked (see [`SqlStore::chunk_select`]),
-    /// and the youngest one's age.
+    /// and the youngest one's age; whole rows when `archiving` them, else their
+    /// [`ChunkPlan::columns`].
     async fn select_chunk(
         &self,
         tx: &mut WriteTx,
         plan: &ChunkPlan,
         limit: u32,
+        archiving: bool,
     ) -> Result<(Vec<serde_json::Value>, Option<i64>), StoreError> {
-        let sql = self.chunk_select(plan);
+        let columns = plan.columns(archiving);
+        let sql = self.chunk_select(plan, &columns);
         let rows = self
             .bind_chunk(plan, sqlx::query(&sql), limit)
             .fetch_all(&mut **tx)
@@ -412,7 +445,7 @@ impl SqlStore {
             .collect::<Result<Vec<_>, _>>()?;
         let rows = rows
             .iter()
-            .map(|row| plan.table.to_json(row))
+            .map(|row| row_to_json(row, &columns))
             .collect::<Result<_, _>>()?;
         Ok((rows, ages.into_iter().min()))
     }
@@ -610,7 +643,10 @@ impl RetentionStore for SqlStore {
     ) -> Result<ChunkRemoved, StoreError> {
         let plan = self.chunk_plan(expired);
         let mut tx = super::ports::Transactions::begin_write(self).await?;
-        let (rows, youngest_age_ms) = self.select_chunk(&mut tx, &plan, limit).await?;
+        let archiving = |plan: &ChunkPlan| archive.is_some() && plan.archived;
+        let (rows, youngest_age_ms) = self
+            .select_chunk(&mut tx, &plan, limit, archiving(&plan))
+            .await?;
         if rows.is_empty() {
             tx.rollback().await?;
             return Ok(ChunkRemoved::default());
@@ -630,7 +666,9 @@ impl RetentionStore for SqlStore {
             // none any more.
             // At most one run an event: the chunk's own limit bounds them.
             let runs = self.runs_plan(older_than_ms, Some(&ids));
-            let (rows, _) = self.select_chunk(&mut tx, &runs, limit).await?;
+            let (rows, _) = self
+                .select_chunk(&mut tx, &runs, limit, archiving(&runs))
+                .await?;
             if !rows.is_empty() {
                 let removed = self
                     .archive_and_delete(&mut tx, &runs, rows, archive)
@@ -685,7 +723,10 @@ mod tests {
         explain: &str,
         column: &str,
     ) -> Vec<String> {
-        let sql = format!("{explain} {}", store.chunk_select(plan));
+        let sql = format!(
+            "{explain} {}",
+            store.chunk_select(plan, &plan.columns(true))
+        );
         let rows = store
             .bind_chunk(plan, sqlx::query(&sql), MAX_CHUNK_ROWS)
             .fetch_all(&store.pool)
@@ -694,6 +735,40 @@ mod tests {
         rows.iter()
             .map(|row| row.try_get::<String, _>(column).unwrap())
             .collect()
+    }
+
+    /// A chunk that archives reads whole rows; one that only deletes reads the
+    /// key and what it uses (an event's run), never a payload.
+    #[tokio::test]
+    async fn a_chunk_reads_payloads_only_to_archive_them() {
+        let store = SqlStore::open(&StoreOptions {
+            url: "memory://".into(),
+            max_connections: 1,
+        })
+        .await
+        .unwrap();
+        let events = store.chunk_plan(&Expired::Events {
+            status: DeliveryStatus::Completed,
+            kinds: KindScope::AllBut(vec![]),
+            older_than_ms: 1,
+            runs_older_than_ms: Some(1),
+        });
+        let names = |columns: Vec<(&'static str, ColumnType)>| -> Vec<&'static str> {
+            columns.into_iter().map(|(name, _)| name).collect()
+        };
+        assert_eq!(
+            names(events.columns(false)),
+            ["event_id", "parent_type", "parent_id"]
+        );
+        assert_eq!(events.columns(true), OUTBOX_EVENTS.columns);
+        let keys = store.chunk_plan(&Expired::IdempotencyKeys { older_than_ms: 1 });
+        assert_eq!(names(keys.columns(false)), ["principal", "idem_key"]);
+        for expired in [
+            Expired::Runs { older_than_ms: 1 },
+            Expired::Audit { older_than_ms: 1 },
+        ] {
+            assert_eq!(names(store.chunk_plan(&expired).columns(false)), ["id"]);
+        }
     }
 
     /// Every chunk walks an index in its `ORDER BY` order and stops at the chunk
