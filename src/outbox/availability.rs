@@ -111,11 +111,15 @@ impl StoreHealth {
         }
     }
 
-    /// The store answered.
-    pub fn succeeded(&self) {
+    /// The store answered a call made at `began`. An answer to a call made
+    /// before the outage began says nothing of the store now (a query that
+    /// finished as the server went down), so it does not end the outage: it
+    /// would be logged as back, and the next failure as a second outage.
+    pub fn succeeded(&self, began: Instant) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match *state {
             State::Up => return,
+            State::Down { since, .. } if began < since => return,
             State::Down {
                 since,
                 fault,
@@ -217,10 +221,11 @@ mod tests {
         metrics.declare("jobs", "callback");
         let health = StoreHealth::new(metrics.clone(), vec!["jobs"]);
         assert_eq!(health.outage(), None);
-        health.succeeded();
+        health.succeeded(Instant::now());
         assert!(metrics
             .render()
             .contains("herald_outbox_available{source=\"jobs\"} 1"));
+        let began_before = Instant::now();
         assert_eq!(health.failed(&refused()), StoreFault::Unreachable);
         health.failed(&refused());
         let outage = health.outage().expect("out");
@@ -228,7 +233,10 @@ mod tests {
         assert!(metrics
             .render()
             .contains("herald_outbox_available{source=\"jobs\"} 0"));
-        health.succeeded();
+        // A call made before the outage answered late: still out.
+        health.succeeded(began_before);
+        assert_eq!(health.outage().expect("still out").fault, outage.fault);
+        health.succeeded(Instant::now());
         assert_eq!(health.outage(), None);
         assert!(metrics
             .render()

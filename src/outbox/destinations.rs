@@ -789,9 +789,10 @@ impl DestinationHealth {
         // While the store fails, syncs back off like every other loop on it.
         let mut backoff = StoreBackoff::default();
         loop {
+            let began = Instant::now();
             let pause = match self.sync().await {
                 Ok(()) => {
-                    store_health.succeeded();
+                    store_health.succeeded(began);
                     backoff.reset();
                     every
                 }

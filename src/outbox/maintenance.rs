@@ -40,6 +40,7 @@ pub struct Maintenance {
 impl Maintenance {
     /// One pass: sweep, then refresh gauges. Returns whether the store answered.
     pub async fn run_once(&self) -> bool {
+        let began = std::time::Instant::now();
         // What the sweep committed is signalled even when it stopped on an error.
         let mut report = SweepReport::default();
         let swept = self
@@ -87,7 +88,7 @@ impl Maintenance {
         }
         let available = swept.is_ok() && stats.is_ok();
         if available {
-            self.health.succeeded();
+            self.health.succeeded(began);
         }
         available
     }

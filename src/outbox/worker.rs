@@ -243,7 +243,7 @@ impl Worker {
                         // A claim cut short met a failure (the store logged it):
                         // it is no sign the store is back.
                         if !cut_short {
-                            self.health.succeeded();
+                            self.health.succeeded(began);
                             backoff.reset();
                         }
                         // Fewer than asked for: nothing more is due now (unless a
