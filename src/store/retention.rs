@@ -424,8 +424,8 @@ impl SqlStore {
     }
 
     /// Up to `limit` rows of `plan`, locked (see [`SqlStore::chunk_select`]),
-    /// and the youngest one's age; whole rows when `archiving` them, else their
-    /// [`ChunkPlan::columns`].
+    /// and the youngest one's age; the columns are [`ChunkPlan::columns`]
+    /// (whole rows only when `archiving`).
     async fn select_chunk(
         &self,
         tx: &mut WriteTx,
@@ -737,16 +737,21 @@ mod tests {
             .collect()
     }
 
-    /// A chunk that archives reads whole rows; one that only deletes reads the
-    /// key and what it uses (an event's run), never a payload.
-    #[tokio::test]
-    async fn a_chunk_reads_payloads_only_to_archive_them() {
-        let store = SqlStore::open(&StoreOptions {
+    /// A fresh store in memory, migrated.
+    async fn memory_store() -> SqlStore {
+        SqlStore::open(&StoreOptions {
             url: "memory://".into(),
             max_connections: 1,
         })
         .await
-        .unwrap();
+        .unwrap()
+    }
+
+    /// A chunk that archives reads whole rows; one that only deletes reads the
+    /// key and what it uses (an event's run), never a payload.
+    #[tokio::test]
+    async fn a_chunk_reads_payloads_only_to_archive_them() {
+        let store = memory_store().await;
         let events = store.chunk_plan(&Expired::Events {
             status: DeliveryStatus::Completed,
             kinds: KindScope::AllBut(vec![]),
@@ -777,12 +782,7 @@ mod tests {
     /// backlog). A fresh store has no statistics, the case that went wrong.
     #[tokio::test]
     async fn no_chunk_sorts_its_table_on_sqlite_without_statistics() {
-        let store = SqlStore::open(&StoreOptions {
-            url: "memory://".into(),
-            max_connections: 1,
-        })
-        .await
-        .unwrap();
+        let store = memory_store().await;
         let day = 86_400_000;
         let expired = [
             Expired::Events {
