@@ -2,7 +2,7 @@
 //! transitions of pre-created runs to a verifying receiver, commit → receiver
 //! latency, Herald's CPU and peak RSS, and the bare loopback ceiling.
 //!
-//! `cargo bench --bench e2e -- [sqlite|postgres] [closed] [concurrency N] [runs N] [rate N] [seconds N] [repeat N] [connections N] [soak DURATION] [backup-at SECONDS] [ordered-keys N] [batch N]`
+//! `cargo bench --bench e2e -- [sqlite|postgres] [closed] [concurrency N] [runs N] [rate N] [seconds N] [repeat N] [connections N] [soak DURATION] [backup-at SECONDS] [ordered-keys N] [batch N] [result-bytes N]`
 //!
 //! Three processes: the release `herald serve` on a fresh database; this process,
 //! which is the receiver (it verifies every Standard Webhooks signature and counts
@@ -36,6 +36,9 @@
 //! every claim with a backlog of about N while the load's callbacks go to the
 //! fast receiver, whose latencies are measured as usual. The claims leaving it out
 //! (`herald_outbox_claims_leaving_out_total`, full walks and windows) are printed.
+//! `result-bytes N`: every move carries a result padded to about N bytes (a
+//! `blob` of N characters beside `rows`), so each event's payload and each
+//! callback grow by as much: what payload size costs delivery and retention.
 //! `batch N` (issue 25, item 3; closed loop): the moves go N to a request through
 //! `POST /api/v1/runs/transitions`, so ingest costs little and delivery is the
 //! limit; each item counts as acknowledged when its own result is a 200. The
@@ -67,6 +70,28 @@ fn now_ns() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64
+}
+
+/// How the bench tells its load client (a child process) `result-bytes`.
+const RESULT_BYTES_ENV: &str = "HERALD_BENCH_RESULT_BYTES";
+
+/// The result every move carries: `{"rows": 1200}`, with a `blob` of
+/// `result-bytes` characters beside it when that option is given.
+fn run_result() -> serde_json::Value {
+    static RESULT: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    RESULT
+        .get_or_init(|| {
+            let bytes = std::env::var(RESULT_BYTES_ENV)
+                .ok()
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0);
+            if bytes == 0 {
+                serde_json::json!({"rows": 1200})
+            } else {
+                serde_json::json!({"rows": 1200, "blob": "x".repeat(bytes)})
+            }
+        })
+        .clone()
 }
 
 #[derive(Clone, Copy)]
@@ -172,7 +197,7 @@ fn client_main(args: &[String]) {
                             .split(BATCHED)
                             .map(|id| {
                                 serde_json::json!({"run_id": id, "to": "succeeded",
-                                    "result": {"rows": 1200}})
+                                    "result": run_result()})
                             })
                             .collect();
                         http.post(format!("{base}/api/v1/runs/transitions"))
@@ -184,7 +209,7 @@ fn client_main(args: &[String]) {
                 drive(load, &args[4], ids, move |id| {
                     http.post(format!("{base}/api/v1/runs/{id}/transitions"))
                         .bearer_auth(&token)
-                        .json(&serde_json::json!({"to": "succeeded", "result": {"rows": 1200}}))
+                        .json(&serde_json::json!({"to": "succeeded", "result": run_result()}))
                 })
                 .await
             }
@@ -202,7 +227,7 @@ fn client_main(args: &[String]) {
                     .unwrap();
                 drive(load, &args[2], ids, move |id| {
                     let body = serde_json::to_vec(&serde_json::json!({
-                        "run_id": id, "status": "succeeded", "result": {"rows": 1200},
+                        "run_id": id, "status": "succeeded", "result": run_result(),
                         "notification_event_id": format!("callback_{id}_succeeded_1"),
                     }))
                     .unwrap();
@@ -319,7 +344,7 @@ async fn soak(
                 let moved = http
                     .post(format!("{base}/api/v1/runs/{id}/transitions"))
                     .bearer_auth(&token)
-                    .json(&serde_json::json!({"to": "succeeded", "result": {"rows": 1200}}))
+                    .json(&serde_json::json!({"to": "succeeded", "result": run_result()}))
                     .send()
                     .await
                     .map_err(|e| e.to_string())?;
@@ -1120,6 +1145,10 @@ fn main() {
         ordered_keys.is_none() || soak.is_none(),
         "ordered-keys goes with runs made in advance, not a soak"
     );
+    // The load client is this binary started again: it inherits the variable.
+    if let Some(bytes) = number("result-bytes") {
+        std::env::set_var(RESULT_BYTES_ENV, bytes.to_string());
+    }
     let options = Options {
         connections,
         soak_retention: soak,
