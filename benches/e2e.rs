@@ -886,6 +886,10 @@ async fn measure(
     let herald_cpu_seconds = (cpu_time(&pid) - herald_cpu).as_secs_f64();
     let herald_cores = herald_cpu_seconds / wall;
     let handed_back = metric_sum(&server.base, "herald_outbox_claims_handed_back_total").await;
+    eprintln!(
+        "events leased at insert (no claim): {}",
+        metric_sum(&server.base, "herald_outbox_leased_at_insert_total").await
+    );
     if slow_backlog.is_some() {
         for walk in ["full", "window"] {
             let series = format!("herald_outbox_claims_leaving_out_total{{walk=\"{walk}\"}}");

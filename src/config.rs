@@ -132,6 +132,8 @@ settings! {
     worker_poll_interval_ms: u64 = 1000, "HERALD_WORKER_POLL_INTERVAL_MS";
     /// How long a claim holds an event before another worker may recover it, in seconds [default: 60]
     lease_secs: u64 = 60, "HERALD_LEASE_SECS";
+    /// Lease an event to this node's worker as it is written when the worker can send it at once, instead of leaving it for a claim [default: true]
+    lease_at_insert: bool = true, "HERALD_LEASE_AT_INSERT";
     /// Sending attempts per automatic cycle [default: 6]
     max_attempts: u32 = 6, "HERALD_MAX_ATTEMPTS";
     /// First retry delay, in milliseconds [default: 5000]

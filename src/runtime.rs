@@ -30,6 +30,7 @@ use crate::jobs::continuations::RunContinuer;
 use crate::jobs::{JobsPlan, JobsPlanner};
 use crate::outbox::availability::StoreHealth;
 use crate::outbox::destinations::{DestinationHealth, HealthConfig};
+use crate::outbox::hand_off::HandOff;
 use crate::outbox::handler::Registry;
 use crate::outbox::maintenance::Maintenance;
 use crate::outbox::metrics::Metrics;
@@ -371,6 +372,20 @@ impl Runtime {
             metrics.set_durable(spec.source.as_str(), spec.store.has_durable_outbox());
             if spec.store.has_durable_outbox() {
                 for pool in spec.pools {
+                    // Events this pool can send at once skip their claim
+                    // (`outbox::hand_off`); a pool only polled is not there
+                    // to take them.
+                    let hand_off = (settings.lease_at_insert && pool.wakes_on_commit).then(|| {
+                        let hand_off = HandOff::new(
+                            pool.config.holder.clone(),
+                            pool.registry.clone(),
+                            pool.config.concurrency,
+                            pool.capped.then(|| loops.destinations.clone()),
+                            metrics.clone(),
+                        );
+                        outbox.add_hand_off(hand_off.clone());
+                        hand_off
+                    });
                     let mut worker = Worker::new(
                         outbox.store().clone(),
                         pool.registry,
@@ -385,6 +400,9 @@ impl Runtime {
                     .with_health(loops.health.clone());
                     if pool.capped {
                         worker = worker.with_destinations(loops.destinations.clone());
+                    }
+                    if let Some(hand_off) = hand_off {
+                        worker = worker.with_hand_off(hand_off);
                     }
                     runtime.workers.push(tokio::spawn(worker.run(stop.clone())));
                 }

@@ -416,6 +416,51 @@ impl DestinationHealth {
             .collect()
     }
 
+    /// Counts an event for `origin` leased at its insert (`outbox::hand_off`) as
+    /// waiting for a place, when a claim would take it now: its breaker closed,
+    /// and a place free under its cap (or, for a fast destination, one freed
+    /// within [`CLAIM_AHEAD`]). `true`: counted (pass it to [`admit`] as
+    /// `counted`, or undo it with [`unreserve`]).
+    ///
+    /// [`admit`]: DestinationHealth::admit
+    /// [`unreserve`]: DestinationHealth::unreserve
+    pub fn reserve(&self, origin: &str) -> bool {
+        let latency = self
+            .paces
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .latency(origin);
+        self.with(|map| {
+            let d = self.entry(map, origin);
+            if d.breaker != Breaker::Closed {
+                return false;
+            }
+            let room = match latency {
+                Some(latency) if takes_whole(d.cap, latency, 1) => d
+                    .cap
+                    .saturating_add(pace::turnover(d.cap, latency, CLAIM_AHEAD)),
+                _ => d.cap,
+            };
+            if d.in_flight + d.waiting >= room {
+                return false;
+            }
+            d.waiting += 1;
+            true
+        })
+    }
+
+    /// Undoes a [`reserve`] whose event was not handed over (its write failed).
+    ///
+    /// [`reserve`]: DestinationHealth::reserve
+    pub fn unreserve(&self, origin: &str) {
+        self.with(|map| {
+            if let Some(d) = map.get_mut(origin) {
+                d.waiting = d.waiting.saturating_sub(1);
+            }
+            forget_if_idle(map, origin);
+        });
+    }
+
     /// Changes each time a place frees at a destination with no event waiting
     /// for it in memory; a worker keeps one receiver for its life, so a change
     /// made while it was claiming is still news when it next goes idle.

@@ -30,6 +30,7 @@ pub struct Metrics {
     retention_catching_up: IntGaugeVec,
     trace_spans_dropped: prometheus::IntCounter,
     claims_handed_back: IntCounterVec,
+    leased_at_insert: IntCounterVec,
     claims_leaving_out: IntCounterVec,
     http_connections_open: prometheus::IntGauge,
     http_connections_max: prometheus::IntGauge,
@@ -192,6 +193,13 @@ impl Metrics {
             ),
             &["kind", "reason"],
         ));
+        let leased_at_insert = must(IntCounterVec::new(
+            Opts::new(
+                "herald_outbox_leased_at_insert_total",
+                "Events leased to this node's worker as they were written and handed to it once committed, with no claim, per kind.",
+            ),
+            &["kind"],
+        ));
         let claims_leaving_out = must(IntCounterVec::new(
             Opts::new(
                 "herald_outbox_claims_leaving_out_total",
@@ -236,6 +244,7 @@ impl Metrics {
             Box::new(api_requests_in_flight_max.clone()),
             Box::new(api_requests_refused.clone()),
             Box::new(claims_handed_back.clone()),
+            Box::new(leased_at_insert.clone()),
             Box::new(claims_leaving_out.clone()),
             Box::new(breaker_open.clone()),
             Box::new(retention_removed.clone()),
@@ -279,6 +288,7 @@ impl Metrics {
             retention_catching_up,
             trace_spans_dropped,
             claims_handed_back,
+            leased_at_insert,
             claims_leaving_out,
             http_connections_open,
             http_connections_max,
@@ -348,6 +358,7 @@ impl Metrics {
         // first failure would never fire.
         self.exhausted.with_label_values(&[kind]);
         self.uncertain_sweeps.with_label_values(&[kind]);
+        self.leased_at_insert.with_label_values(&[kind]);
         for reason in HandBack::ALL {
             self.claims_handed_back
                 .with_label_values(&[kind, reason.label()]);
@@ -426,6 +437,11 @@ impl Metrics {
         self.claims_handed_back
             .with_label_values(&[kind, reason.label()])
             .inc();
+    }
+
+    /// An event leased at its insert and handed to its worker (`hand_off`).
+    pub fn record_handed_off(&self, kind: &str) {
+        self.leased_at_insert.with_label_values(&[kind]).inc();
     }
 
     /// Counts a claim that left destinations out: `windowed` when it looked only

@@ -14,6 +14,7 @@ use tracing::Instrument;
 use super::availability::{StoreBackoff, StoreHealth};
 use super::destinations::{Admission, DestinationHealth};
 use super::frontier::{ClaimFrontier, Reach};
+use super::hand_off::{HandOff, Leased};
 use super::handler::{Outcome, Registry};
 use super::metrics::Metrics;
 use super::model::{ClaimedEvent, FailedEvent, Settle, Settlement};
@@ -89,6 +90,8 @@ pub struct Worker {
     destinations: Option<Arc<DestinationHealth>>,
     /// When a claim next looks for expired leases ([`EXPIRED_LEASE_SCAN_EVERY`]).
     expired_scan: OncePer,
+    /// Events leased to this worker as they were written (`hand_off`).
+    hand_off: Option<Arc<HandOff>>,
 }
 
 /// How often a worker's claim also takes expired leases of redeliverable events.
@@ -130,7 +133,15 @@ impl Worker {
             health,
             destinations: None,
             expired_scan: OncePer::new(EXPIRED_LEASE_SCAN_EVERY),
+            hand_off: None,
         }
+    }
+
+    /// Also runs the events `hand_off` leases to this worker at their insert;
+    /// its places are this worker's (made for its concurrency).
+    pub fn with_hand_off(mut self, hand_off: Arc<HandOff>) -> Self {
+        self.hand_off = Some(hand_off);
+        self
     }
 
     /// Reports claim results to the store's shared health (gauges, `/readyz`).
@@ -184,7 +195,10 @@ impl Worker {
     /// Runs until `shutdown` is cancelled, then drains.
     pub async fn run(self, shutdown: CancellationToken) -> DrainReport {
         let concurrency = self.config.concurrency.max(1);
-        let slots = Arc::new(Semaphore::new(concurrency));
+        let slots = match &self.hand_off {
+            Some(hand_off) => hand_off.places(),
+            None => Arc::new(Semaphore::new(concurrency)),
+        };
         let in_flight: InFlight = Arc::new(Mutex::new(HashMap::new()));
         let (finished_tx, finished_rx) = mpsc::channel::<Finished>(concurrency * 2);
         let mut frontier = ClaimFrontier::new();
@@ -209,6 +223,27 @@ impl Worker {
             heartbeat_stop.clone(),
         ));
 
+        let dispatcher = Dispatcher {
+            registry: self.registry.clone(),
+            metrics: self.metrics.clone(),
+            holder: self.config.holder.clone(),
+            destinations: self.destinations.clone(),
+            in_flight: in_flight.clone(),
+            finished: finished_tx.clone(),
+        };
+        let hand_off_stop = CancellationToken::new();
+        let handed_off = self
+            .hand_off
+            .as_ref()
+            .and_then(|h| h.take_receiver())
+            .map(|queue| {
+                tokio::spawn(run_handed_off(
+                    dispatcher.clone(),
+                    queue,
+                    hand_off_stop.clone(),
+                ))
+            });
+
         let mut backoff = StoreBackoff::default();
         // Kept for the worker's life: room made while it claims is news when it idles.
         let mut room = self.destinations.as_ref().map(|h| h.room_changes());
@@ -219,7 +254,22 @@ impl Worker {
                 _ = shutdown.cancelled() => break,
             };
             let free = slots.available_permits() + 1;
-            let limit = free.min(self.config.batch_size as usize) as u32;
+            let mut limit = free.min(self.config.batch_size as usize) as u32;
+            // The claim's places are taken before it runs: leases at insert
+            // share them and may take some meanwhile.
+            let mut places = vec![first];
+            if limit > 1 {
+                match slots.clone().try_acquire_many_owned(limit - 1) {
+                    Ok(mut many) => {
+                        for _ in 1..limit {
+                            if let Some(one) = many.split(1) {
+                                places.push(one);
+                            }
+                        }
+                    }
+                    Err(_) => limit = 1,
+                }
+            }
             let (avoid, metered) = match &self.destinations {
                 Some(health) => (health.avoid(limit as usize), health.metered(limit as usize)),
                 None => Default::default(),
@@ -257,7 +307,7 @@ impl Worker {
                         (events, counted, drained)
                     }
                     Err(err) => {
-                        drop(first);
+                        drop(places);
                         let pause = backoff.pause(self.health.failed(&err));
                         // Not woken early by commits: an unavailable store gets its pause.
                         tokio::select! {
@@ -268,75 +318,16 @@ impl Worker {
                     }
                 };
             if claimed.is_empty() {
-                drop(first);
+                drop(places);
                 self.idle(room.as_mut().filter(|_| !left_out.is_empty()), &shutdown)
                     .await;
                 continue;
             }
-            let mut permits = vec![first];
-            if claimed.len() > 1 {
-                // The claim never exceeds the free slots, so these are immediate.
-                match slots
-                    .clone()
-                    .acquire_many_owned(claimed.len() as u32 - 1)
-                    .await
-                {
-                    Ok(mut many) => {
-                        for _ in 1..claimed.len() {
-                            if let Some(one) = many.split(1) {
-                                permits.push(one);
-                            }
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-            {
-                let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
-                for event in &claimed {
-                    map.entry((event.lease_token.clone(), event.kind.clone()))
-                        .or_default()
-                        .insert(event.event_id.clone());
-                }
-            }
-            for ((event, permit), counted) in claimed.into_iter().zip(permits).zip(counted) {
-                let registry = self.registry.clone();
-                let tx = finished_tx.clone();
-                let holder = self.config.holder.clone();
-                let metrics = self.metrics.clone();
-                let destinations = self.destinations.clone();
-                let span = delivery_span(&event);
-                tokio::spawn(
-                    async move {
-                        let finished = match destinations {
-                            None => run_one(&registry, &metrics, &holder, event, permit).await,
-                            Some(health) => match health
-                                .admit(&event, counted)
-                                .instrument(tracing::info_span!(target: TRACE_TARGET, "claim"))
-                                .await
-                            {
-                                Admission::Go(ticket) => {
-                                    let finished =
-                                        run_one(&registry, &metrics, &holder, event, permit).await;
-                                    health
-                                        .finished(
-                                            ticket,
-                                            &finished.settlement.settle,
-                                            finished.tested_destination,
-                                        )
-                                        .await;
-                                    finished
-                                }
-                                Admission::Wait { delay_ms, reason } => {
-                                    metrics.record_handed_back(&event.kind, reason);
-                                    deferred(&holder, event, delay_ms, permit)
-                                }
-                            },
-                        };
-                        let _ = tx.send(finished).await;
-                    }
-                    .instrument(span),
-                );
+            // The places of events not claimed go back.
+            places.truncate(claimed.len());
+            dispatcher.register(&claimed);
+            for ((event, permit), counted) in claimed.into_iter().zip(places).zip(counted) {
+                dispatcher.dispatch(event, permit, counted);
             }
             // Nothing more is due now: claiming again at once would find nothing
             // and still take the store's write lock; the next commit wakes this
@@ -347,7 +338,11 @@ impl Worker {
             }
         }
 
-        // Drain: no new claims; wait for every accepted event to settle.
+        // Drain: no new claims nor leases at insert; wait for every accepted
+        // event to settle.
+        if let Some(hand_off) = &self.hand_off {
+            hand_off.close();
+        }
         let drained = tokio::time::timeout(
             self.config.drain_deadline,
             slots.acquire_many(concurrency as u32),
@@ -359,6 +354,11 @@ impl Worker {
                 "drain deadline passed with work in flight; its leases will expire and another worker will recover it"
             );
         }
+        hand_off_stop.cancel();
+        if let Some(handed_off) = handed_off {
+            let _ = handed_off.await;
+        }
+        drop(dispatcher);
         drop(finished_tx);
         if drained {
             let _ = settler.await;
@@ -390,6 +390,92 @@ impl Worker {
             _ = tokio::time::sleep(self.config.poll_interval) => {},
             _ = shutdown.cancelled() => {},
         }
+    }
+}
+
+/// Starts the attempts of events this worker holds leases on, each in a task
+/// of its own, however they came (a claim, or a lease at insert).
+#[derive(Clone)]
+struct Dispatcher {
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    holder: String,
+    destinations: Option<Arc<DestinationHealth>>,
+    in_flight: InFlight,
+    finished: mpsc::Sender<Finished>,
+}
+
+impl Dispatcher {
+    /// Puts `events` under the heartbeat's renewal.
+    fn register(&self, events: &[ClaimedEvent]) {
+        let mut map = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        for event in events {
+            map.entry((event.lease_token.clone(), event.kind.clone()))
+                .or_default()
+                .insert(event.event_id.clone());
+        }
+    }
+
+    /// Runs `event`'s attempt in `permit`'s place; `counted`: as
+    /// [`DestinationHealth::took`] said of it.
+    fn dispatch(&self, event: ClaimedEvent, permit: OwnedSemaphorePermit, counted: bool) {
+        let registry = self.registry.clone();
+        let tx = self.finished.clone();
+        let holder = self.holder.clone();
+        let metrics = self.metrics.clone();
+        let destinations = self.destinations.clone();
+        let span = delivery_span(&event);
+        tokio::spawn(
+            async move {
+                let finished = match destinations {
+                    None => run_one(&registry, &metrics, &holder, event, permit).await,
+                    Some(health) => match health
+                        .admit(&event, counted)
+                        .instrument(tracing::info_span!(target: TRACE_TARGET, "claim"))
+                        .await
+                    {
+                        Admission::Go(ticket) => {
+                            let finished =
+                                run_one(&registry, &metrics, &holder, event, permit).await;
+                            health
+                                .finished(
+                                    ticket,
+                                    &finished.settlement.settle,
+                                    finished.tested_destination,
+                                )
+                                .await;
+                            finished
+                        }
+                        Admission::Wait { delay_ms, reason } => {
+                            metrics.record_handed_back(&event.kind, reason);
+                            deferred(&holder, event, delay_ms, permit)
+                        }
+                    },
+                };
+                let _ = tx.send(finished).await;
+            }
+            .instrument(span),
+        );
+    }
+}
+
+/// Runs the events leased to this worker at their insert until `stop` (after
+/// the drain: each holds one of the places the drain waits for).
+async fn run_handed_off(
+    dispatcher: Dispatcher,
+    mut queue: mpsc::UnboundedReceiver<Leased>,
+    stop: CancellationToken,
+) {
+    loop {
+        let leased = tokio::select! {
+            leased = queue.recv() => match leased {
+                Some(leased) => leased,
+                None => return,
+            },
+            _ = stop.cancelled() => return,
+        };
+        dispatcher.register(std::slice::from_ref(&leased.event));
+        dispatcher.dispatch(leased.event, leased.place, leased.counted);
     }
 }
 

@@ -413,7 +413,7 @@ impl RunService {
         let writer = self.writer();
         let (answered, best_effort) = self
             .outbox
-            .write(move |tx| {
+            .write_offering(move |tx, offer| {
                 Box::pin(async move {
                     if let Some(twin) = keyed.claim_in(&*keys, tx).await? {
                         return Ok::<_, ServiceError>((twin, Vec::new()));
@@ -422,7 +422,7 @@ impl RunService {
                         .iter()
                         .filter_map(|i| i.as_ref().ok().cloned())
                         .collect();
-                    let mut moved = writer.write_in(tx, checked).await?.into_iter();
+                    let mut moved = writer.write_in(tx, checked, &offer).await?.into_iter();
                     let mut best_effort = Vec::new();
                     let mut outcomes = Vec::with_capacity(items.len());
                     for item in items {

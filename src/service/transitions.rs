@@ -13,6 +13,7 @@ use vocab::RunStatus;
 use super::{write_batched, ServiceError};
 use crate::batcher::{BatchLimits, Batcher};
 use crate::jobs::JobsPlanner;
+use crate::outbox::hand_off::Offer;
 use crate::outbox::model::NewEvent;
 use crate::outbox::Outbox;
 use crate::store::ports::{Run, RunRepository, WriteTx};
@@ -94,7 +95,9 @@ impl TransitionWriter {
     ) -> Result<Vec<TransitionOutcome>, StoreError> {
         let writer = self.clone();
         self.outbox
-            .write(move |tx| Box::pin(async move { writer.write_in(tx, items).await }))
+            .write_offering(move |tx, offer| {
+                Box::pin(async move { writer.write_in(tx, items, &offer).await })
+            })
             .await
     }
 
@@ -102,6 +105,7 @@ impl TransitionWriter {
         &self,
         tx: &mut WriteTx,
         items: Vec<TransitionItem>,
+        offer: &Offer,
     ) -> Result<Vec<TransitionOutcome>, StoreError> {
         let mut outcomes: Vec<Option<TransitionOutcome>> = items.iter().map(|_| None).collect();
         // The common case, per target state: every run that stands where the
@@ -153,7 +157,7 @@ impl TransitionWriter {
                 })
                 .flatten()
                 .collect();
-            self.outbox.enqueue_all_in(tx, &events).await?;
+            self.outbox.enqueue_offering_in(tx, &events, offer).await?;
         }
         Ok(outcomes
             .into_iter()

@@ -18,8 +18,8 @@ use super::events::{
     SETTLED_STATES,
 };
 use super::ports::{
-    ClaimRequest, Claimed, ManualRetry, ManualSkip, NewAuditEntry, OutboxStore, SweepReport,
-    Transactions, WriteTx,
+    ClaimRequest, Claimed, EventLease, ManualRetry, ManualSkip, NewAuditEntry, OutboxStore,
+    SweepReport, Transactions, WriteTx,
 };
 use super::row::{int, opt_int, opt_text, text};
 use super::sql::SqlStore;
@@ -163,6 +163,68 @@ struct ClaimPick<'a> {
 }
 
 impl SqlStore {
+    /// Inserts each of `events` unless one with its id exists: `pending`, or
+    /// `processing` under `lease` with its first attempt taken. How many rows
+    /// were inserted.
+    async fn insert_events(
+        &self,
+        tx: &mut WriteTx,
+        events: &[NewEvent],
+        lease: Option<&EventLease>,
+    ) -> Result<u64, StoreError> {
+        // A statement holds at most this many rows (and 11 binds a row).
+        const ROWS: usize = 128;
+        let now = self.engine.now_ms();
+        let (state, lease_columns, lease_values) = match lease {
+            None => ("'pending', 0, 1, 0", "", String::new()),
+            Some(_) => (
+                "'processing', 1, 1, 1",
+                ", lease_token, lease_holder, lease_expires_at",
+                format!(", ?, ?, {now} + ?"),
+            ),
+        };
+        let row = format!(
+            "(?, ?, ?, ?, ?, ?, ?, {state}, ?, {now} + ?, {now}, {now}, ?, ?, ?{lease_values})"
+        );
+        let mut inserted = 0;
+        for chunk in events.chunks(ROWS) {
+            // Padded with repeats of the last event, which insert-if-absent drops.
+            let rows: Vec<&NewEvent> = padded(chunk).collect();
+            let sql = format!(
+                "INSERT INTO outbox_events (event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
+                 status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, created_at, updated_at, destination, trace_parent, lane{lease_columns}) \
+                 VALUES {} {}",
+                vec![row.as_str(); rows.len()].join(", "),
+                self.engine.insert_if_absent_tail("event_id")
+            );
+            let sql = self.engine.sql(&sql);
+            let mut query = sqlx::query(&sql);
+            for event in rows {
+                query = query
+                    .bind(&event.event_id)
+                    .bind(event.source.as_str())
+                    .bind(&event.kind)
+                    .bind(&event.parent_type)
+                    .bind(&event.parent_id)
+                    .bind(&event.payload)
+                    .bind(i64::from(event.redeliverable))
+                    .bind(i64::from(event.max_attempts.max(1)))
+                    .bind(event.delay_ms.max(0))
+                    .bind(event.destination.as_deref())
+                    .bind(event.trace_parent.as_deref())
+                    .bind(event.lane.as_deref());
+                if let Some(lease) = lease {
+                    query = query
+                        .bind(&lease.token)
+                        .bind(&lease.holder)
+                        .bind(lease.lease_ms);
+                }
+            }
+            inserted += query.execute(&mut **tx).await?.rows_affected();
+        }
+        Ok(inserted)
+    }
+
     async fn fetch_event<'e, E>(
         &self,
         executor: E,
@@ -790,41 +852,7 @@ impl OutboxStore for SqlStore {
         tx: &mut WriteTx,
         events: &[NewEvent],
     ) -> Result<(), StoreError> {
-        // A statement holds at most this many rows (and 11 binds a row).
-        const ROWS: usize = 128;
-        let now = self.engine.now_ms();
-        let row = format!(
-            "(?, ?, ?, ?, ?, ?, ?, 'pending', 0, 1, 0, ?, {now} + ?, {now}, {now}, ?, ?, ?)"
-        );
-        for chunk in events.chunks(ROWS) {
-            // Padded with repeats of the last event, which insert-if-absent drops.
-            let rows: Vec<&NewEvent> = padded(chunk).collect();
-            let sql = format!(
-                "INSERT INTO outbox_events (event_id, source, kind, parent_type, parent_id, payload, redeliverable, \
-                 status, attempts, cycle, cycle_attempts, max_attempts, next_attempt_at, created_at, updated_at, destination, trace_parent, lane) \
-                 VALUES {} {}",
-                vec![row.as_str(); rows.len()].join(", "),
-                self.engine.insert_if_absent_tail("event_id")
-            );
-            let sql = self.engine.sql(&sql);
-            let mut query = sqlx::query(&sql);
-            for event in rows {
-                query = query
-                    .bind(&event.event_id)
-                    .bind(event.source.as_str())
-                    .bind(&event.kind)
-                    .bind(&event.parent_type)
-                    .bind(&event.parent_id)
-                    .bind(&event.payload)
-                    .bind(i64::from(event.redeliverable))
-                    .bind(i64::from(event.max_attempts.max(1)))
-                    .bind(event.delay_ms.max(0))
-                    .bind(event.destination.as_deref())
-                    .bind(event.trace_parent.as_deref())
-                    .bind(event.lane.as_deref());
-            }
-            query.execute(&mut **tx).await?;
-        }
+        self.insert_events(tx, events, None).await?;
         // In lane order (a stable sort: one lane's events keep theirs), as
         // `leave_lanes` locks lanes, so the two never wait on each other in turn.
         let mut laned: Vec<(&str, &str)> = events
@@ -837,6 +865,46 @@ impl OutboxStore for SqlStore {
         }
         // Other nodes hear of them after the commit (`outbox::peer_notice`).
         Ok(())
+    }
+
+    async fn enqueue_leased_in(
+        &self,
+        tx: &mut WriteTx,
+        events: &[NewEvent],
+        lease: &EventLease,
+    ) -> Result<bool, StoreError> {
+        let mut inserted = self.insert_events(tx, events, Some(lease)).await?;
+        if self.engine == super::engine::Engine::MySql {
+            // Its no-op update on a duplicate counts as a row found: count the
+            // rows that carry this lease instead.
+            let sql = "SELECT COUNT(*) AS n FROM outbox_events WHERE lease_token = ?";
+            let row = sqlx::query(&self.engine.sql(sql))
+                .bind(&lease.token)
+                .fetch_one(&mut **tx)
+                .await?;
+            inserted = int(&row, "n")? as u64;
+        }
+        let distinct = events
+            .iter()
+            .map(|e| e.event_id.as_str())
+            .collect::<std::collections::HashSet<_>>()
+            .len();
+        if inserted as usize == distinct {
+            return Ok(true);
+        }
+        // One existed: its row is not this lease's. The ones inserted become
+        // ordinary due events (the token is this insert's alone).
+        let now = self.engine.now_ms();
+        let sql = format!(
+            "UPDATE outbox_events SET status = 'pending', lease_token = NULL, lease_holder = NULL, \
+             lease_expires_at = NULL, attempts = 0, cycle_attempts = 0, updated_at = {now} \
+             WHERE status = 'processing' AND lease_token = ?"
+        );
+        sqlx::query(&self.engine.sql(&sql))
+            .bind(&lease.token)
+            .execute(&mut **tx)
+            .await?;
+        Ok(false)
     }
 
     async fn notify_peers(&self) -> Result<bool, StoreError> {

@@ -309,6 +309,16 @@ pub struct ClaimRequest {
     pub take_expired: bool,
 }
 
+/// The lease an event is inserted under when its worker takes it at once
+/// (`outbox::hand_off`).
+#[derive(Clone, Debug)]
+pub struct EventLease {
+    /// Fresh and random: the fencing token, as a claim's.
+    pub token: String,
+    pub holder: String,
+    pub lease_ms: i64,
+}
+
 /// What one claim took ([`OutboxStore::claim_avoiding`]).
 #[derive(Debug)]
 pub struct Claimed {
@@ -392,6 +402,16 @@ pub trait OutboxStore: Transactions {
         tx: &mut WriteTx,
         events: &[super::events::NewEvent],
     ) -> Result<(), StoreError>;
+    /// Inserts `events`, none of them laned or delayed, already `processing`
+    /// under `lease` (their first attempt taken), inside `tx`. `false`: one of
+    /// them existed already, and none is left leased (the ones inserted are
+    /// `pending`, for any worker's claim).
+    async fn enqueue_leased_in(
+        &self,
+        tx: &mut WriteTx,
+        events: &[super::events::NewEvent],
+        lease: &EventLease,
+    ) -> Result<bool, StoreError>;
     /// Sends the engine's peer notice (`Engine::peer_notice`) on a connection of its
     /// own; `false` when the engine has none.
     async fn notify_peers(&self) -> Result<bool, StoreError>;

@@ -7,6 +7,7 @@ mod approvals;
 mod delivery_reads;
 mod destinations;
 mod group_commit;
+mod hand_off;
 mod lanes;
 mod operator_actions;
 mod outbox;

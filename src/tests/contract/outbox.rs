@@ -57,7 +57,7 @@ fn event_to(id: &str, origin: Option<&str>) -> NewEvent {
     e
 }
 
-async fn status(store: &SqlStore, id: &str) -> DeliveryStatus {
+pub(crate) async fn status(store: &SqlStore, id: &str) -> DeliveryStatus {
     store
         .get_event(id)
         .await

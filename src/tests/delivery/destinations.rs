@@ -397,7 +397,12 @@ async fn each_failed_probe_doubles_the_wait_up_to_its_cap() {
 async fn claims_a_full_destination_cannot_take_in_time_are_handed_back_and_counted() {
     let receiver = Receiver::start().await;
     receiver.pause();
-    let (server, _routes) = hooks_server(&receiver, |_| {}).await;
+    // Every event left to a claim: leased at insert, only the two the cap has
+    // room for would be taken, and the other four would wait, unclaimed.
+    let (server, _routes) = hooks_server(&receiver, |args| {
+        args.lease_at_insert = Some(false);
+    })
+    .await;
     let base = format!("http://{}", server.addr);
     let operator = server.token(Role::Operator).await;
     let metric = "herald_outbox_claims_handed_back_total{kind=\"delivery\",reason=\"no_place\"}";
@@ -422,18 +427,74 @@ async fn claims_a_full_destination_cannot_take_in_time_are_handed_back_and_count
         Some(0.0)
     );
 
+    // A hand-back spent no attempt.
+    resume_and_deliver_each_with_one_attempt(&receiver, &store, &events).await;
+}
+
+/// Opens `receiver`'s gate and waits for every one of `events` to complete,
+/// each with exactly one attempt, the cap of two held throughout.
+async fn resume_and_deliver_each_with_one_attempt(
+    receiver: &Receiver,
+    store: &herald::store::SqlStore,
+    events: &[String],
+) {
     receiver.resume();
     wait_for(
         "every event to be delivered",
         Duration::from_secs(20),
-        async || all_in(&store, &events, DeliveryStatus::Completed).await,
+        async || all_in(store, events, DeliveryStatus::Completed).await,
     )
     .await;
-    for id in &events {
+    for id in events {
         let event = store.get_event(id).await.unwrap().unwrap();
-        assert_eq!(event.attempts, 1, "{id}: a hand-back spent no attempt");
+        assert_eq!(event.attempts, 1, "{id}: one attempt");
     }
     assert!(receiver.max_in_flight() <= 2, "the cap held");
+}
+
+/// The same commit with events leased at insert (the default): only as many as
+/// the cap has room for are leased and sent; the rest stay `pending`, untouched,
+/// for claims that leave the full destination out, so none is claimed only to
+/// be handed back, and each is delivered with one attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn events_leased_at_insert_take_only_the_places_their_destination_has() {
+    let receiver = Receiver::start().await;
+    receiver.pause();
+    let (server, _routes) = hooks_server(&receiver, |_| {}).await;
+    let base = format!("http://{}", server.addr);
+    let operator = server.token(Role::Operator).await;
+    let runs = runs_routed(&server, &operator, "hooks", 6).await;
+    let events = finish_in_one_commit(&server, &operator, "hooks", &runs).await;
+    let store = server.db.store().await;
+    wait_for(
+        "two sends held at the receiver's gate",
+        Duration::from_secs(15),
+        async || receiver.held_at_gate().len() == 2,
+    )
+    .await;
+    let leased = "herald_outbox_leased_at_insert_total{kind=\"delivery\"}";
+    assert_eq!(testkit::metric_value(&base, leased).await, Some(2.0));
+    let mut pending = 0;
+    for id in &events {
+        let event = store.get_event(id).await.unwrap().unwrap();
+        if event.status == DeliveryStatus::Pending {
+            assert_eq!(event.attempts, 0, "{id}: untouched");
+            pending += 1;
+        }
+    }
+    assert_eq!(pending, 4, "the four the cap had no room for wait pending");
+
+    resume_and_deliver_each_with_one_attempt(&receiver, &store, &events).await;
+    for reason in ["no_place", "breaker"] {
+        let metric = format!(
+            "herald_outbox_claims_handed_back_total{{kind=\"delivery\",reason=\"{reason}\"}}"
+        );
+        assert_eq!(
+            testkit::metric_value(&base, &metric).await,
+            Some(0.0),
+            "{reason}"
+        );
+    }
 }
 
 /// A destination at its cap with a backlog is left out of every claim, and the

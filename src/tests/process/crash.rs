@@ -5,7 +5,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use herald::outbox::model::NewEvent;
-use herald::store::Engine;
+use herald::store::ports::OutboxStore;
+use herald::store::{Engine, SqlStore};
 use testkit::{
     all_completed, callback, enqueue, statuses, wait_for, worker_flags, HeraldProcess, Receiver,
     TestDb,
@@ -199,4 +200,154 @@ async fn a_drain_whose_deadline_passes_exits_and_leaves_the_work_to_be_recovered
     receiver.stop();
     store.close().await;
     db.drop_db().await;
+}
+
+/// A node serving signed callbacks to a receiver on loopback, with an operator's
+/// token and one run routed to it.
+struct CallbackScene {
+    db: TestDb,
+    receiver: Receiver,
+    token: String,
+    client: reqwest::Client,
+}
+
+const SCENE_SECRET: &str = "whsec_aGFuZC1vZmYtY3Jhc2gtdGVzdC1zZWNyZXQtMDE=";
+
+impl CallbackScene {
+    async fn new() -> Self {
+        herald::channels::install_crypto_provider();
+        let db = TestDb::new(Engine::Sqlite).await;
+        let receiver = Receiver::start().await;
+        receiver.verify_with("hook", SCENE_SECRET);
+        let token = testkit::api_token(&db.url, vocab::Role::Operator).await;
+        CallbackScene {
+            db,
+            receiver,
+            token,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    /// A node with leases of `lease_secs` and `env` besides the signing secret.
+    fn spawn(&self, lease_secs: &'static str, env: &[(&str, &str)]) -> HeraldProcess {
+        let mut env = env.to_vec();
+        env.push(("HERALD_WEBHOOK_SECRET", SCENE_SECRET));
+        HeraldProcess::spawn_with_env(&self.db.url, &worker_flags(lease_secs), &env)
+    }
+
+    async fn run(&self, base: &str) -> String {
+        testkit::create_run_via_api(&self.client, base, &self.token, Some(&self.receiver.url()))
+            .await
+    }
+
+    /// Moves `run` to `succeeded`; its answer, if it comes.
+    fn succeed(
+        &self,
+        base: &str,
+        run: &str,
+    ) -> tokio::task::JoinHandle<reqwest::Result<reqwest::Response>> {
+        let sent = self
+            .client
+            .post(format!("{base}/api/v1/runs/{run}/transitions"))
+            .bearer_auth(&self.token)
+            .json(&serde_json::json!({"to": "succeeded"}))
+            .timeout(Duration::from_secs(60))
+            .send();
+        tokio::spawn(sent)
+    }
+
+    /// Waits for `event` to be completed, then says it was sent once, signed.
+    async fn completed_once(&self, store: &SqlStore, event: &str, run: &str) -> i64 {
+        wait_for(
+            "the callback delivered and its completion written",
+            Duration::from_secs(30),
+            async || {
+                store.get_event(event).await.unwrap().unwrap().status == DeliveryStatus::Completed
+            },
+        )
+        .await;
+        let sent = self.receiver.requests();
+        assert_eq!(sent.len(), 1, "sent once");
+        assert_eq!(sent[0].verified, Some(true));
+        assert_eq!(sent[0].body["run_id"], run);
+        store.get_event(event).await.unwrap().unwrap().attempts
+    }
+}
+
+/// An event leased to its node as its transition committed (`outbox::hand_off`)
+/// is never claimed: when the node dies between that commit and the hand-off to
+/// its worker, nothing was sent, and the event waits for its lease to expire.
+/// Then a node takes it like any expired claim, and it goes out once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sigkill_between_the_commit_and_the_hand_off_leaves_the_event_to_its_lease() {
+    let scene = CallbackScene::new().await;
+    let marker_dir = tempfile::tempdir().unwrap();
+    let marker = marker_dir.path().join("committed");
+    let hook = format!("committed:{}", marker.display());
+    let mut herald = scene.spawn("2", &[(herald::outbox::HAND_OFF_PAUSE_ENV, &hook)]);
+    let base = herald.ready().await;
+    let run = scene.run(&base).await;
+    let moved = scene.succeed(&base, &run);
+    wait_for(
+        "the transition to commit with its event leased",
+        Duration::from_secs(30),
+        async || marker.exists(),
+    )
+    .await;
+    herald.kill();
+    assert!(moved.await.unwrap().is_err(), "the answer was lost");
+
+    let store = scene.db.store().await;
+    let events = store.events_for_parent("run", &run).await.unwrap();
+    assert_eq!(events.len(), 1, "the callback committed with the run");
+    let leased = &events[0];
+    assert_eq!(
+        leased.status,
+        DeliveryStatus::Processing,
+        "leased at insert"
+    );
+    assert_eq!(leased.attempts, 1);
+    assert!(scene.receiver.requests().is_empty(), "nothing was sent");
+
+    let mut herald = scene.spawn("2", &[]);
+    herald.ready().await;
+    assert_eq!(
+        scene.completed_once(&store, &leased.event_id, &run).await,
+        2,
+        "the lost hand-off counts as an attempt, as a claim's would"
+    );
+    herald.kill();
+    store.close().await;
+}
+
+/// The common case of the same path: the node lives, its worker had room, and
+/// the callback goes out at once, leased at its insert (no claim), once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_callback_leased_at_insert_is_sent_once_without_a_claim() {
+    let scene = CallbackScene::new().await;
+    let mut herald = scene.spawn("30", &[]);
+    let base = herald.ready().await;
+    let metric = "herald_outbox_leased_at_insert_total{kind=\"callback\"}";
+    let before = testkit::metrics_with(&base, metric, Duration::from_secs(5)).await;
+    assert!(
+        before.contains(&format!("{metric} 0")),
+        "declared at 0 before any event: {before}"
+    );
+    let run = scene.run(&base).await;
+    let moved = scene.succeed(&base, &run).await.unwrap().unwrap();
+    assert_eq!(moved.status(), 200);
+    let store = scene.db.store().await;
+    let events = store.events_for_parent("run", &run).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        scene
+            .completed_once(&store, &events[0].event_id, &run)
+            .await,
+        1,
+        "one attempt, the insert's"
+    );
+    let after = testkit::metrics_with(&base, &format!("{metric} 1"), Duration::from_secs(5)).await;
+    assert!(after.contains(&format!("{metric} 1")), "{after}");
+    herald.kill();
+    store.close().await;
 }

@@ -675,10 +675,16 @@ async fn three_nodes_on_galera_survive_a_database_kill_a_node_kill_and_a_quorum_
     let warns_before = lines_with(&log, "WARN").len();
     galera.kill(2);
     galera.kill(3);
+    // The node first fails its causal reads with a lock wait (1205), then knows
+    // it is outside the primary component (1047): the request below is made
+    // once /readyz says so, or it could meet the first.
     wait_for(
-        "/readyz to report the store outage",
+        "/readyz to report the quorum loss",
         Duration::from_secs(30),
-        async || reports_outage(&survivor.base).await,
+        async || {
+            reports_outage(&survivor.base).await
+                && readiness(&survivor.base).await.1["store"] == "no_quorum"
+        },
     )
     .await;
     let quorum_lost = Instant::now();
