@@ -6,7 +6,9 @@
 //! Only events that a claim would take at once, and whose lost hand-off the
 //! expired-lease scan recovers as it recovers any claim's, are leased so:
 //! redeliverable, with an attempt to spare, unordered, due now, of a kind the
-//! worker runs, to a destination that is closed and below its cap. Should the
+//! worker runs, to a destination that is closed and below its cap, while the
+//! worker has no backlog (its last claim did not fill: events already due go
+//! first, through claims). Should the
 //! process die between the commit and the send, the lease expires and any
 //! worker takes the event again, as after a crash mid-attempt.
 
@@ -41,6 +43,10 @@ pub struct HandOff {
     receiver: Mutex<Option<mpsc::UnboundedReceiver<Leased>>>,
     /// Set once the worker stops taking work: nothing is leased to it after.
     closed: AtomicBool,
+    /// Set while the worker's last claim took all it asked for: more may be
+    /// due, and new events wait behind them for claims instead of taking the
+    /// places first.
+    backlog: AtomicBool,
 }
 
 impl HandOff {
@@ -62,6 +68,7 @@ impl HandOff {
             queue,
             receiver: Mutex::new(Some(receiver)),
             closed: AtomicBool::new(false),
+            backlog: AtomicBool::new(false),
         })
     }
 
@@ -82,6 +89,11 @@ impl HandOff {
             .take()
     }
 
+    /// Says whether the worker's last claim left due events behind it.
+    pub fn set_backlog(&self, behind: bool) {
+        self.backlog.store(behind, Ordering::SeqCst);
+    }
+
     /// No more leases at insert: the worker is draining.
     pub fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
@@ -90,6 +102,7 @@ impl HandOff {
     /// Whether `event` may be leased at its insert, and for how long (ms).
     fn lease_ms_for(&self, event: &NewEvent) -> Option<i64> {
         if self.closed.load(Ordering::SeqCst)
+            || self.backlog.load(Ordering::SeqCst)
             || !event.redeliverable
             || event.max_attempts < 2
             || event.lane.is_some()

@@ -258,18 +258,13 @@ impl Worker {
             // The claim's places are taken before it runs: leases at insert
             // share them and may take some meanwhile.
             let mut places = vec![first];
-            if limit > 1 {
-                match slots.clone().try_acquire_many_owned(limit - 1) {
-                    Ok(mut many) => {
-                        for _ in 1..limit {
-                            if let Some(one) = many.split(1) {
-                                places.push(one);
-                            }
-                        }
-                    }
-                    Err(_) => limit = 1,
+            while places.len() < limit as usize {
+                match slots.clone().try_acquire_owned() {
+                    Ok(place) => places.push(place),
+                    Err(_) => break,
                 }
             }
+            limit = places.len() as u32;
             let (avoid, metered) = match &self.destinations {
                 Some(health) => (health.avoid(limit as usize), health.metered(limit as usize)),
                 None => Default::default(),
@@ -299,6 +294,9 @@ impl Worker {
                         // Fewer than asked for: nothing more is due now (unless a
                         // pick failed and others may be).
                         let drained = !cut_short && events.len() < limit as usize;
+                        if let Some(hand_off) = &self.hand_off {
+                            hand_off.set_backlog(!drained);
+                        }
                         frontier.claimed(&left_out, window_ms, drained, began, Instant::now());
                         let counted = match &self.destinations {
                             Some(health) => health.took(&request.metered, &events),
