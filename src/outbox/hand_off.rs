@@ -72,10 +72,6 @@ impl HandOff {
         })
     }
 
-    pub fn holder(&self) -> &str {
-        &self.holder
-    }
-
     /// The worker's places (its claims take from the same ones).
     pub fn places(&self) -> Arc<Semaphore> {
         self.places.clone()
