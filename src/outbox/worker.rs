@@ -253,18 +253,12 @@ impl Worker {
                 permit = slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
                 _ = shutdown.cancelled() => break,
             };
+            // The claim asks for as many as are free now, but holds only this
+            // first place while its statement runs: leases at insert share the
+            // places and may take the others meanwhile (their events go out at
+            // once). The claimed events wait for places that free after it.
             let free = slots.available_permits() + 1;
-            let mut limit = free.min(self.config.batch_size as usize) as u32;
-            // The claim's places are taken before it runs: leases at insert
-            // share them and may take some meanwhile.
-            let mut places = vec![first];
-            while places.len() < limit as usize {
-                match slots.clone().try_acquire_owned() {
-                    Ok(place) => places.push(place),
-                    Err(_) => break,
-                }
-            }
-            limit = places.len() as u32;
+            let limit = free.min(self.config.batch_size as usize) as u32;
             let (avoid, metered) = match &self.destinations {
                 Some(health) => (health.avoid(limit as usize), health.metered(limit as usize)),
                 None => Default::default(),
@@ -305,7 +299,7 @@ impl Worker {
                         (events, counted, drained)
                     }
                     Err(err) => {
-                        drop(places);
+                        drop(first);
                         let pause = backoff.pause(self.health.failed(&err));
                         // Not woken early by commits: an unavailable store gets its pause.
                         tokio::select! {
@@ -316,16 +310,27 @@ impl Worker {
                     }
                 };
             if claimed.is_empty() {
-                drop(places);
+                drop(first);
                 self.idle(room.as_mut().filter(|_| !left_out.is_empty()), &shutdown)
                     .await;
                 continue;
             }
-            // The places of events not claimed go back.
-            places.truncate(claimed.len());
+            // Renewed from now on, however long an event waits for its place.
             dispatcher.register(&claimed);
-            for ((event, permit), counted) in claimed.into_iter().zip(places).zip(counted) {
-                dispatcher.dispatch(event, permit, counted);
+            let mut first = Some(first);
+            for (event, counted) in claimed.into_iter().zip(counted) {
+                let place = match first.take() {
+                    Some(place) => place,
+                    // At once if free; else (leases at insert took it during
+                    // the claim) the next attempt to settle frees one, and a
+                    // waiter gets it before any lease at insert.
+                    None => match slots.clone().acquire_owned().await {
+                        Ok(place) => place,
+                        // (Never: nothing closes the worker's places.)
+                        Err(_) => break,
+                    },
+                };
+                dispatcher.dispatch(event, place, counted);
             }
             // Nothing more is due now: claiming again at once would find nothing
             // and still take the store's write lock; the next commit wakes this

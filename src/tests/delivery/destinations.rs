@@ -460,13 +460,7 @@ async fn resume_and_deliver_each_with_one_attempt(
 async fn events_leased_at_insert_take_only_the_places_their_destination_has() {
     let receiver = Receiver::start().await;
     receiver.pause();
-    // No polling claims: a claim in flight holds the worker's free places, and
-    // events committed meanwhile would be left to claims instead of leased.
-    // Claims still come when a commit or a freed place wakes the worker.
-    let (server, _routes) = hooks_server(&receiver, |args| {
-        args.worker_poll_interval_ms = Some(600_000);
-    })
-    .await;
+    let (server, _routes) = hooks_server(&receiver, |_| {}).await;
     let base = format!("http://{}", server.addr);
     let operator = server.token(Role::Operator).await;
     let runs = runs_routed(&server, &operator, "hooks", 6).await;

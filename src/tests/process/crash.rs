@@ -228,27 +228,14 @@ impl CallbackScene {
         }
     }
 
-    /// A node with leases of `lease_secs`, `env` besides the signing secret,
-    /// and, when `claims_only_when_woken`, no polling claims: a claim in flight
-    /// holds the worker's free places, so an event committed meanwhile would
-    /// be left to claims instead of leased at its insert.
-    fn spawn(
-        &self,
-        lease_secs: &'static str,
-        claims_only_when_woken: bool,
-        env: &[(&str, &str)],
-    ) -> HeraldProcess {
+    /// A node with leases of `lease_secs` and `env` besides the signing
+    /// secret. It polls every 100 ms, so claims are often in flight as the
+    /// scene's transition commits; a claim holds one place while it runs, and
+    /// the commit still finds a free one for its lease at insert.
+    fn spawn(&self, lease_secs: &'static str, env: &[(&str, &str)]) -> HeraldProcess {
         let mut env = env.to_vec();
         env.push(("HERALD_WEBHOOK_SECRET", SCENE_SECRET));
-        let mut flags = worker_flags(lease_secs);
-        if claims_only_when_woken {
-            let poll = flags
-                .iter()
-                .position(|f| *f == "--worker-poll-interval-ms")
-                .expect("worker_flags sets the poll interval");
-            flags[poll + 1] = "600000";
-        }
-        HeraldProcess::spawn_with_env(&self.db.url, &flags, &env)
+        HeraldProcess::spawn_with_env(&self.db.url, &worker_flags(lease_secs), &env)
     }
 
     async fn run(&self, base: &str) -> String {
@@ -300,7 +287,7 @@ async fn a_sigkill_between_the_commit_and_the_hand_off_leaves_the_event_to_its_l
     let marker_dir = tempfile::tempdir().unwrap();
     let marker = marker_dir.path().join("committed");
     let hook = format!("committed:{}", marker.display());
-    let mut herald = scene.spawn("2", true, &[(herald::outbox::HAND_OFF_PAUSE_ENV, &hook)]);
+    let mut herald = scene.spawn("2", &[(herald::outbox::HAND_OFF_PAUSE_ENV, &hook)]);
     let base = herald.ready().await;
     let run = scene.run(&base).await;
     let moved = scene.succeed(&base, &run);
@@ -325,8 +312,8 @@ async fn a_sigkill_between_the_commit_and_the_hand_off_leaves_the_event_to_its_l
     assert_eq!(leased.attempts, 1);
     assert!(scene.receiver.requests().is_empty(), "nothing was sent");
 
-    // This one polls: the expired lease is found by a claim.
-    let mut herald = scene.spawn("2", false, &[]);
+    // The expired lease is found by a claim.
+    let mut herald = scene.spawn("2", &[]);
     herald.ready().await;
     assert_eq!(
         scene.completed_once(&store, &leased.event_id, &run).await,
@@ -342,7 +329,7 @@ async fn a_sigkill_between_the_commit_and_the_hand_off_leaves_the_event_to_its_l
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_callback_leased_at_insert_is_sent_once_without_a_claim() {
     let scene = CallbackScene::new().await;
-    let mut herald = scene.spawn("30", true, &[]);
+    let mut herald = scene.spawn("30", &[]);
     let base = herald.ready().await;
     let metric = "herald_outbox_leased_at_insert_total{kind=\"callback\"}";
     let before = testkit::metrics_with(&base, metric, Duration::from_secs(5)).await;
