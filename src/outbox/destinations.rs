@@ -449,9 +449,11 @@ impl DestinationHealth {
         })
     }
 
-    /// Undoes a [`reserve`] whose event was not handed over (its write failed).
+    /// Undoes a [`reserve`], or the count [`took`] made, of an event that was
+    /// not handed over (its write failed, its worker stopped first).
     ///
     /// [`reserve`]: DestinationHealth::reserve
+    /// [`took`]: DestinationHealth::took
     pub fn unreserve(&self, origin: &str) {
         self.with(|map| {
             if let Some(d) = map.get_mut(origin) {

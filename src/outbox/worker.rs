@@ -317,20 +317,25 @@ impl Worker {
             }
             // Renewed from now on, however long an event waits for its place.
             dispatcher.register(&claimed);
-            let mut first = Some(first);
-            for (event, counted) in claimed.into_iter().zip(counted) {
-                let place = match first.take() {
-                    Some(place) => place,
-                    // At once if free; else (leases at insert took it during
-                    // the claim) the next attempt to settle frees one, and a
-                    // waiter gets it before any lease at insert.
-                    None => match slots.clone().acquire_owned().await {
-                        Ok(place) => place,
-                        // (Never: nothing closes the worker's places.)
-                        Err(_) => break,
-                    },
+            let mut events = claimed.into_iter().zip(counted);
+            if let Some((event, counted)) = events.next() {
+                dispatcher.dispatch(event, first, counted);
+            }
+            let mut events = events.peekable();
+            while events.peek().is_some() {
+                let Ok(place) = slots.clone().try_acquire_owned() else {
+                    break;
                 };
-                dispatcher.dispatch(event, place, counted);
+                if let Some((event, counted)) = events.next() {
+                    dispatcher.dispatch(event, place, counted);
+                }
+            }
+            // The rest wait for the places leases at insert took during the
+            // claim, as settlements free them.
+            let waiting: Vec<(ClaimedEvent, bool)> = events.collect();
+            if !waiting.is_empty() {
+                self.dispatch_when_placed(&dispatcher, &slots, waiting, &shutdown)
+                    .await;
             }
             // Nothing more is due now: claiming again at once would find nothing
             // and still take the store's write lock; the next commit wakes this
@@ -371,6 +376,40 @@ impl Worker {
         heartbeat_stop.cancel();
         let _ = heartbeat.await;
         DrainReport { drained }
+    }
+
+    /// Dispatches claimed `events` once places for all of them are free. The
+    /// claim waits first in line: no lease at insert takes a place before it
+    /// has them all. Should the worker stop meanwhile, the events are given
+    /// back unattempted, due at once for any worker.
+    async fn dispatch_when_placed(
+        &self,
+        dispatcher: &Dispatcher,
+        slots: &Arc<Semaphore>,
+        events: Vec<(ClaimedEvent, bool)>,
+        shutdown: &CancellationToken,
+    ) {
+        let wanted = u32::try_from(events.len()).unwrap_or(u32::MAX);
+        let places = tokio::select! {
+            places = slots.clone().acquire_many_owned(wanted) => places.ok(),
+            _ = shutdown.cancelled() => None,
+        };
+        let Some(mut places) = places else {
+            dispatcher.forget(&events);
+            let given_back: Vec<Settlement> = events
+                .iter()
+                .map(|(event, _)| deferral(&self.config.holder, event, 0))
+                .collect();
+            if let Err(err) = self.store.settle(&given_back).await {
+                tracing::warn!(error = %err, events = given_back.len(),
+                    "stopping: claimed events that had no place yet could not be given back; their leases will expire and another worker will take them");
+            }
+            return;
+        };
+        for (event, counted) in events {
+            let Some(place) = places.split(1) else { break };
+            dispatcher.dispatch(event, place, counted);
+        }
     }
 
     /// Waits for a reason to claim again: a commit's wake, room at a destination
@@ -416,6 +455,26 @@ impl Dispatcher {
             map.entry((event.lease_token.clone(), event.kind.clone()))
                 .or_default()
                 .insert(event.event_id.clone());
+        }
+    }
+
+    /// Takes `events` out of the heartbeat's renewal, and out of their
+    /// destinations' count, unattempted: their leases expire.
+    fn forget(&self, events: &[(ClaimedEvent, bool)]) {
+        let mut map = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        for (event, counted) in events {
+            let key = (event.lease_token.clone(), event.kind.clone());
+            if let Some(ids) = map.get_mut(&key) {
+                ids.remove(&event.event_id);
+                if ids.is_empty() {
+                    map.remove(&key);
+                }
+            }
+            if let (true, Some(health), Some(origin)) =
+                (*counted, &self.destinations, event.destination.as_deref())
+            {
+                health.unreserve(origin);
+            }
         }
     }
 
@@ -508,26 +567,31 @@ fn deferred(
     delay_ms: i64,
     permit: OwnedSemaphorePermit,
 ) -> Finished {
-    let at = now_ms();
     Finished {
-        settlement: Settlement {
-            status_code: None,
-            error: None,
-            event_id: event.event_id,
-            kind: event.kind,
-            lease_token: event.lease_token,
-            attempt: event.attempts,
-            cycle: event.cycle,
-            worker: holder.to_string(),
-            started_at_ms: at,
-            finished_at_ms: at,
-            settle: Settle::Deferred { delay_ms },
-            dead_letter_event: None,
-            laned: event.lane.is_some(),
-        },
+        settlement: deferral(holder, &event, delay_ms),
         tested_destination: false,
         slot: permit,
         span: tracing::Span::current(),
+    }
+}
+
+/// The settlement that gives `event` back unattempted, due after `delay_ms`.
+fn deferral(holder: &str, event: &ClaimedEvent, delay_ms: i64) -> Settlement {
+    let at = now_ms();
+    Settlement {
+        status_code: None,
+        error: None,
+        event_id: event.event_id.clone(),
+        kind: event.kind.clone(),
+        lease_token: event.lease_token.clone(),
+        attempt: event.attempts,
+        cycle: event.cycle,
+        worker: holder.to_string(),
+        started_at_ms: at,
+        finished_at_ms: at,
+        settle: Settle::Deferred { delay_ms },
+        dead_letter_event: None,
+        laned: event.lane.is_some(),
     }
 }
 

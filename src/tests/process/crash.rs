@@ -230,8 +230,8 @@ impl CallbackScene {
 
     /// A node with leases of `lease_secs` and `env` besides the signing
     /// secret. It polls every 100 ms, so claims are often in flight as the
-    /// scene's transition commits; a claim holds one place while it runs, and
-    /// the commit still finds a free one for its lease at insert.
+    /// scene's transition commits; a claim holds only one of the node's eight
+    /// places while it runs, so the commit still finds one for its lease.
     fn spawn(&self, lease_secs: &'static str, env: &[(&str, &str)]) -> HeraldProcess {
         let mut env = env.to_vec();
         env.push(("HERALD_WEBHOOK_SECRET", SCENE_SECRET));
