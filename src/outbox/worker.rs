@@ -458,8 +458,8 @@ impl Dispatcher {
         }
     }
 
-    /// Takes `events` out of the heartbeat's renewal, and out of their
-    /// destinations' count, unattempted: their leases expire.
+    /// Takes `events`, which this worker will not attempt, out of the
+    /// heartbeat's renewal and out of their destinations' count.
     fn forget(&self, events: &[(ClaimedEvent, bool)]) {
         let mut map = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
         for (event, counted) in events {
