@@ -67,6 +67,22 @@ pub struct DrainReport {
 /// Events in flight, by lease token and kind, for renewal.
 type InFlight = Arc<Mutex<HashMap<(String, String), HashSet<String>>>>;
 
+/// Takes one event out of the heartbeat's renewal (settled, or given back).
+fn stop_renewing(
+    map: &mut HashMap<(String, String), HashSet<String>>,
+    lease_token: &str,
+    kind: &str,
+    event_id: &str,
+) {
+    let key = (lease_token.to_string(), kind.to_string());
+    if let Some(ids) = map.get_mut(&key) {
+        ids.remove(event_id);
+        if ids.is_empty() {
+            map.remove(&key);
+        }
+    }
+}
+
 /// A finished attempt and the slot it holds until its settlement is written.
 struct Finished {
     settlement: Settlement,
@@ -463,13 +479,7 @@ impl Dispatcher {
     fn forget(&self, events: &[(ClaimedEvent, bool)]) {
         let mut map = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
         for (event, counted) in events {
-            let key = (event.lease_token.clone(), event.kind.clone());
-            if let Some(ids) = map.get_mut(&key) {
-                ids.remove(&event.event_id);
-                if ids.is_empty() {
-                    map.remove(&key);
-                }
-            }
+            stop_renewing(&mut map, &event.lease_token, &event.kind, &event.event_id);
             if let (true, Some(health), Some(origin)) =
                 (*counted, &self.destinations, event.destination.as_deref())
             {
@@ -785,13 +795,7 @@ async fn settle_batch(
     {
         let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
         for s in &settlements {
-            let key = (s.lease_token.clone(), s.kind.clone());
-            if let Some(ids) = map.get_mut(&key) {
-                ids.remove(&s.event_id);
-                if ids.is_empty() {
-                    map.remove(&key);
-                }
-            }
+            stop_renewing(&mut map, &s.lease_token, &s.kind, &s.event_id);
         }
     }
     for (s, ok) in settlements.iter().zip(accepted) {
